@@ -1,0 +1,318 @@
+//! Small error types, one per operation.
+
+use std::fmt;
+
+/// A configuration value is out of its allowed range.
+///
+/// Returned by [`Builder::build`](crate::Builder::build) and by the
+/// constructors of the built-in laws. It names the field, the value given and
+/// the allowed range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    field: &'static str,
+    value: String,
+    allowed: &'static str,
+}
+
+impl ConfigError {
+    pub(crate) fn new(field: &'static str, value: impl fmt::Debug, allowed: &'static str) -> Self {
+        Self {
+            field,
+            value: format!("{value:?}"),
+            allowed,
+        }
+    }
+
+    /// The name of the offending option, as named on the builder.
+    pub fn field(&self) -> &'static str {
+        self.field
+    }
+
+    /// The rejected value, formatted with `Debug`.
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// The allowed range, in words.
+    pub fn allowed(&self) -> &'static str {
+        self.allowed
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid {}: {} (allowed: {})",
+            self.field, self.value, self.allowed
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Checks `low < value <= high` (both finite).
+pub(crate) fn open_closed(
+    field: &'static str,
+    value: f64,
+    low: f64,
+    high: f64,
+    allowed: &'static str,
+) -> Result<f64, ConfigError> {
+    if value > low && value <= high {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(field, value, allowed))
+    }
+}
+
+/// Checks `low < value < high`.
+pub(crate) fn open_open(
+    field: &'static str,
+    value: f64,
+    low: f64,
+    high: f64,
+    allowed: &'static str,
+) -> Result<f64, ConfigError> {
+    if value > low && value < high {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(field, value, allowed))
+    }
+}
+
+/// Checks `low <= value <= high`.
+pub(crate) fn closed_closed(
+    field: &'static str,
+    value: f64,
+    low: f64,
+    high: f64,
+    allowed: &'static str,
+) -> Result<f64, ConfigError> {
+    if value >= low && value <= high {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(field, value, allowed))
+    }
+}
+
+/// [`Limiter::acquire`](crate::Limiter::acquire) failed: the limiter is
+/// closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquireError(());
+
+impl AcquireError {
+    pub(crate) fn new() -> Self {
+        Self(())
+    }
+}
+
+impl fmt::Display for AcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("limiter is closed")
+    }
+}
+
+impl std::error::Error for AcquireError {}
+
+/// [`Limiter::try_acquire`](crate::Limiter::try_acquire) found no permit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TryAcquireError {
+    /// The limiter is closed.
+    Closed,
+    /// Every permit is held, or waiters are queued ahead.
+    NoCapacity,
+}
+
+impl From<crate::pool::TryFail> for TryAcquireError {
+    fn from(e: crate::pool::TryFail) -> Self {
+        match e {
+            crate::pool::TryFail::Closed => Self::Closed,
+            crate::pool::TryFail::NoCapacity => Self::NoCapacity,
+        }
+    }
+}
+
+impl fmt::Display for TryAcquireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Closed => "limiter is closed",
+            Self::NoCapacity => "no permit available",
+        })
+    }
+}
+
+impl std::error::Error for TryAcquireError {}
+
+/// A timed acquisition failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AcquireTimeoutError {
+    /// The limiter is closed.
+    Closed,
+    /// No permit came free in time.
+    Timeout,
+}
+
+impl fmt::Display for AcquireTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Closed => "limiter is closed",
+            Self::Timeout => "timed out waiting for a permit",
+        })
+    }
+}
+
+impl std::error::Error for AcquireTimeoutError {}
+
+/// The drain timed out with work still in flight. The limiter stays closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainTimeoutError {
+    in_flight: usize,
+}
+
+impl DrainTimeoutError {
+    pub(crate) fn new(in_flight: usize) -> Self {
+        Self { in_flight }
+    }
+
+    /// Operations still in flight when the time ran out.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+impl fmt::Display for DrainTimeoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "drain timed out with {} operation(s) in flight",
+            self.in_flight
+        )
+    }
+}
+
+impl std::error::Error for DrainTimeoutError {}
+
+/// An operation run by the limiter panicked. The permit was released and the
+/// panic counted as a failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanicError {
+    op: std::sync::Arc<str>,
+    message: String,
+}
+
+impl PanicError {
+    pub(crate) fn new(op: std::sync::Arc<str>, payload: Box<dyn std::any::Any + Send>) -> Self {
+        let message = if let Some(s) = payload.downcast_ref::<&'static str>() {
+            (*s).to_owned()
+        } else if let Some(s) = payload.downcast_ref::<String>() {
+            s.clone()
+        } else {
+            "non-string panic payload".to_owned()
+        };
+        Self { op, message }
+    }
+
+    /// The operation name (see [`Builder::op_name`](crate::Builder::op_name)).
+    pub fn op(&self) -> &str {
+        &self.op
+    }
+
+    /// The panic message, or `"non-string panic payload"`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for PanicError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "panic in {}: {}", self.op, self.message)
+    }
+}
+
+impl std::error::Error for PanicError {}
+
+/// [`Limiter::execute`](crate::Limiter::execute) failed.
+#[derive(Debug)]
+pub enum ExecuteError<E> {
+    /// The limiter was closed before the operation was admitted.
+    Closed,
+    /// The operation returned an error (counted as a failure).
+    Failed(E),
+    /// The operation panicked (counted as a failure).
+    Panicked(PanicError),
+}
+
+impl<E> ExecuteError<E> {
+    /// The operation's own error, if that is what this is.
+    pub fn into_failed(self) -> Option<E> {
+        match self {
+            Self::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for ExecuteError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Closed => f.write_str("limiter is closed"),
+            Self::Failed(e) => write!(f, "operation failed: {e}"),
+            Self::Panicked(p) => p.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for ExecuteError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Failed(e) => Some(e),
+            Self::Panicked(p) => Some(p),
+            Self::Closed => None,
+        }
+    }
+}
+
+/// [`Limiter::try_execute`](crate::Limiter::try_execute) failed.
+#[derive(Debug)]
+pub enum TryExecuteError<E> {
+    /// The limiter is closed.
+    Closed,
+    /// No permit was free; the operation did not run.
+    NoCapacity,
+    /// The operation returned an error (counted as a failure).
+    Failed(E),
+    /// The operation panicked (counted as a failure).
+    Panicked(PanicError),
+}
+
+impl<E> TryExecuteError<E> {
+    /// The operation's own error, if that is what this is.
+    pub fn into_failed(self) -> Option<E> {
+        match self {
+            Self::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for TryExecuteError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Closed => f.write_str("limiter is closed"),
+            Self::NoCapacity => f.write_str("no permit available"),
+            Self::Failed(e) => write!(f, "operation failed: {e}"),
+            Self::Panicked(p) => p.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for TryExecuteError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Failed(e) => Some(e),
+            Self::Panicked(p) => Some(p),
+            _ => None,
+        }
+    }
+}

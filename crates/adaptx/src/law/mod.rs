@@ -1,0 +1,104 @@
+//! Control laws: pure functions from a window summary to the next limit.
+//!
+//! A law never reads a clock, sleeps, allocates or locks. The limiter hands it
+//! a [`WindowSummary`] once per sample window, together with the live limit,
+//! and applies jitter and the `[min, max]` clamp to what the law returns.
+
+use std::fmt;
+
+mod aimd;
+mod gradient;
+mod vegas;
+
+pub use aimd::Aimd;
+pub use gradient::Gradient;
+pub use vegas::Vegas;
+
+/// What happened during one sample window, as a control law sees it.
+///
+/// Latencies are `f64` nanoseconds so that the arithmetic of the laws is the
+/// same IEEE-754 arithmetic as the reference implementation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WindowSummary {
+    /// Nanoseconds from the start of the window to the completion that closed it.
+    pub duration_nanos: u64,
+    /// Completions that carried a latency sample (skipped samples are not counted).
+    pub samples: u64,
+    /// Of `samples`, how many were failures.
+    pub failures: u64,
+    /// The largest in-flight count seen at a sampled completion in this window,
+    /// counting the completing operation itself.
+    pub peak_in_flight: usize,
+    /// Arithmetic mean latency of the window's samples, in nanoseconds.
+    pub mean_rtt_nanos: f64,
+    /// Smallest latency sample of the window, in nanoseconds.
+    pub min_rtt_nanos: f64,
+    /// The long-term minimum latency (RTT_min), including this window's samples
+    /// and drifted toward the average by the min-latency decay; `None` before
+    /// any sample has been seen.
+    pub rtt_floor_nanos: Option<f64>,
+    /// The smoothed (EMA) window mean latency *before* this window is folded in;
+    /// `None` on the first evaluated window after construction or a reset.
+    pub rtt_average_nanos: Option<f64>,
+}
+
+/// A control law: given the live limit and the summary of one sample window,
+/// it returns the next limit.
+///
+/// The limiter calls [`next_limit`](ControlLaw::next_limit) at most once per
+/// sample window, from the completion that closes the window, and never
+/// concurrently. A law must be pure with respect to the outside world: no
+/// clock reads, no locks, no allocation, no blocking. Its own state (AIMD's
+/// increase credit, for example) lives in `self`.
+///
+/// The returned value is a proposal: the limiter withholds part of an increase
+/// when jitter is configured and clamps the result into `[min_limit,
+/// max_limit]`. Returning `limit` holds the limit.
+///
+/// # Examples
+///
+/// A law that grows by one on every clean window and halves on failures:
+///
+/// ```
+/// use adaptx::{ControlLaw, WindowSummary};
+///
+/// #[derive(Debug)]
+/// struct Simple;
+///
+/// impl ControlLaw for Simple {
+///     fn name(&self) -> &'static str {
+///         "simple"
+///     }
+///     fn next_limit(&mut self, limit: usize, window: &WindowSummary) -> usize {
+///         if window.failures > 0 { limit / 2 } else { limit + 1 }
+///     }
+/// }
+///
+/// let limiter = adaptx::Limiter::builder().law(Simple).build().unwrap();
+/// assert_eq!(limiter.stats().algorithm, "simple");
+/// ```
+pub trait ControlLaw: Send + fmt::Debug + 'static {
+    /// A short, stable name shown in [`Stats::algorithm`](crate::Stats::algorithm).
+    fn name(&self) -> &'static str;
+
+    /// Returns the proposed limit for the next window.
+    fn next_limit(&mut self, limit: usize, window: &WindowSummary) -> usize;
+
+    /// Forgets all state, as after construction. Called by
+    /// [`Limiter::reset_stats`](crate::Limiter::reset_stats).
+    fn reset(&mut self) {}
+}
+
+/// `floor(limit · ratio)`: the multiplicative decrease shared by all laws.
+#[inline]
+pub(crate) fn decrease(limit: usize, ratio: f64) -> usize {
+    (limit as f64 * ratio) as usize
+}
+
+/// The utilization gate shared by all laws: a window may grow the limit only
+/// when its peak in-flight reached `ceil(limit · utilization)`.
+#[inline]
+pub(crate) fn utilized(limit: usize, peak_in_flight: usize, utilization: f64) -> bool {
+    let need = (limit as f64 * utilization).ceil() as usize;
+    peak_in_flight >= need
+}

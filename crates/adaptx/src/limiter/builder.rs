@@ -1,0 +1,367 @@
+//! The limiter builder: every option, validated.
+
+use std::fmt;
+use std::sync::Arc as StdArc;
+use std::time::Duration;
+
+use super::{Counters, Inner, Limiter};
+use crate::clock::{AnyClock, Clock, SystemClock};
+use crate::defaults::*;
+use crate::error::{ConfigError, closed_closed, open_closed};
+use crate::law::{Aimd, ControlLaw, Gradient, Vegas};
+use crate::pool::{MAX_PERMITS, Pool};
+use crate::sync::Mutex;
+use crate::window::{Control, ControlConfig, Padded, Window};
+
+/// A callback run with `(old, new)` whenever a window moves the limit.
+pub type LimitChangeHook = Box<dyn Fn(usize, usize) + Send + Sync>;
+
+/// The built-in control laws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Algorithm {
+    /// Additive increase, multiplicative decrease on failures: see [`Aimd`].
+    /// The safe default when errors signal overload.
+    #[default]
+    Aimd,
+    /// Queue estimation from RTT against RTT_min: see [`Vegas`]. For
+    /// backends with a stable floor latency.
+    Vegas,
+    /// Window mean against its moving average: see [`Gradient`]. For backends
+    /// whose floor latency drifts.
+    Gradient,
+}
+
+impl fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Algorithm::Aimd => "aimd",
+            Algorithm::Vegas => "vegas",
+            Algorithm::Gradient => "gradient",
+        })
+    }
+}
+
+/// Builds a [`Limiter`]. Every option has the reference's default;
+/// [`build`](Builder::build) checks them all and names the first bad one.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Algorithm, Limiter};
+/// use std::time::Duration;
+///
+/// let limiter = Limiter::builder()
+///     .algorithm(Algorithm::Vegas)
+///     .initial_limit(20)
+///     .max_limit(500)
+///     .target_latency(Duration::from_millis(50))
+///     .build()
+///     .unwrap();
+/// assert_eq!(limiter.limit(), 20);
+///
+/// let err = Limiter::builder().decrease_ratio(1.5).build().unwrap_err();
+/// assert_eq!(err.field(), "decrease_ratio");
+/// assert_eq!(err.to_string(), "invalid decrease_ratio: 1.5 (allowed: 0 < value < 1)");
+/// ```
+#[must_use = "a builder does nothing until built"]
+pub struct Builder {
+    algorithm: Algorithm,
+    law: Option<Box<dyn ControlLaw>>,
+    initial_limit: usize,
+    min_limit: usize,
+    max_limit: usize,
+    smoothing: f64,
+    increase_rate: f64,
+    decrease_ratio: f64,
+    utilization: f64,
+    target_latency: Duration,
+    tolerance: f64,
+    sample_window: Duration,
+    warmup_samples: u64,
+    min_latency_decay: f64,
+    jitter: f64,
+    op_name: Option<String>,
+    hook: Option<LimitChangeHook>,
+    clock: Option<StdArc<dyn Clock>>,
+    seed: Option<u64>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("algorithm", &self.algorithm)
+            .field("law", &self.law)
+            .field("initial_limit", &self.initial_limit)
+            .field("min_limit", &self.min_limit)
+            .field("max_limit", &self.max_limit)
+            .field("sample_window", &self.sample_window)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Builder {
+    /// A builder with every option at its default.
+    pub fn new() -> Self {
+        Self {
+            algorithm: Algorithm::Aimd,
+            law: None,
+            initial_limit: DEFAULT_INITIAL_LIMIT,
+            min_limit: DEFAULT_MIN_LIMIT,
+            max_limit: DEFAULT_MAX_LIMIT,
+            smoothing: DEFAULT_SMOOTHING,
+            increase_rate: DEFAULT_INCREASE_RATE,
+            decrease_ratio: DEFAULT_DECREASE_RATIO,
+            utilization: DEFAULT_UTILIZATION,
+            target_latency: DEFAULT_TARGET_LATENCY,
+            tolerance: DEFAULT_TOLERANCE,
+            sample_window: DEFAULT_SAMPLE_WINDOW,
+            warmup_samples: DEFAULT_WARMUP_SAMPLES,
+            min_latency_decay: DEFAULT_MIN_LATENCY_DECAY,
+            jitter: DEFAULT_JITTER,
+            op_name: None,
+            hook: None,
+            clock: None,
+            seed: None,
+        }
+    }
+
+    /// The built-in control law. Default: [`Algorithm::Aimd`].
+    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self.law = None;
+        self
+    }
+
+    /// A control law of your own (replaces [`algorithm`](Builder::algorithm)).
+    /// The law options of this builder (increase rate, decrease ratio,
+    /// utilization, target latency, tolerance) configure only the built-in
+    /// laws; smoothing, min-latency decay, jitter and warmup apply to every law.
+    pub fn law(mut self, law: impl ControlLaw) -> Self {
+        self.law = Some(Box::new(law));
+        self
+    }
+
+    /// The limit before any adaptation; clamped into `[min, max]`.
+    /// Default [`DEFAULT_INITIAL_LIMIT`] (10). Allowed: 1 ..= [`MAX_LIMIT_BOUND`].
+    pub fn initial_limit(mut self, n: usize) -> Self {
+        self.initial_limit = n;
+        self
+    }
+
+    /// The floor of the limit. Default 1. Allowed: 1 ..= [`MAX_LIMIT_BOUND`].
+    pub fn min_limit(mut self, n: usize) -> Self {
+        self.min_limit = n;
+        self
+    }
+
+    /// The ceiling of the limit and hard cap on in-flight operations; raised
+    /// to `min_limit` if below it. Default 1000. Allowed: 1 ..= [`MAX_LIMIT_BOUND`].
+    pub fn max_limit(mut self, n: usize) -> Self {
+        self.max_limit = n;
+        self
+    }
+
+    /// EMA weight of each window's mean latency. Default 0.2. Allowed: (0, 1].
+    pub fn smoothing(mut self, f: f64) -> Self {
+        self.smoothing = f;
+        self
+    }
+
+    /// AIMD credit per eligible window (fractions accumulate). Default 1.0.
+    /// Allowed: finite and > 0.
+    pub fn increase_rate(mut self, r: f64) -> Self {
+        self.increase_rate = r;
+        self
+    }
+
+    /// Multiplicative backoff factor. Default 0.5. Allowed: (0, 1).
+    pub fn decrease_ratio(mut self, r: f64) -> Self {
+        self.decrease_ratio = r;
+        self
+    }
+
+    /// Peak in-flight fraction of the limit a window must reach before any
+    /// law grows the limit. Default 0.9. Allowed: (0, 1].
+    pub fn utilization(mut self, f: f64) -> Self {
+        self.utilization = f;
+        self
+    }
+
+    /// Vegas' operating-point latency. Default 100 ms. Allowed: > 0.
+    pub fn target_latency(mut self, d: Duration) -> Self {
+        self.target_latency = d;
+        self
+    }
+
+    /// Vegas' and Gradient's deviation band. Default 0.1. Allowed: (0, 1].
+    pub fn tolerance(mut self, f: f64) -> Self {
+        self.tolerance = f;
+        self
+    }
+
+    /// Length of a sample window: the law runs at most once per window, and
+    /// latency statistics cover about one window. Default 1 s. Allowed: 1 ns
+    /// ..= [`MAX_SAMPLE_WINDOW`] (24 h).
+    pub fn sample_window(mut self, d: Duration) -> Self {
+        self.sample_window = d;
+        self
+    }
+
+    /// Latency samples to see before the law first runs; 0 disables warmup.
+    /// Default 10. Windows keep rolling during warmup.
+    pub fn warmup_samples(mut self, n: u64) -> Self {
+        self.warmup_samples = n;
+        self
+    }
+
+    /// Fraction by which RTT_min drifts toward the average per evaluated
+    /// window; 0 disables. Default 0.001. Allowed: [0, 1].
+    pub fn min_latency_decay(mut self, f: f64) -> Self {
+        self.min_latency_decay = f;
+        self
+    }
+
+    /// Fraction of an increase that may be randomly withheld, so fleets of
+    /// limiters do not step up in lockstep; 0 disables. Default 0.1.
+    /// Allowed: [0, 1].
+    pub fn jitter(mut self, f: f64) -> Self {
+        self.jitter = f;
+        self
+    }
+
+    /// Seeds the jitter RNG, for reproducible runs. Default: a random seed.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// The operation name in [`PanicError`](crate::PanicError)s from both
+    /// `execute` and `try_execute`. Default `"adaptx::execute"` /
+    /// `"adaptx::try_execute"`. Must not be empty.
+    pub fn op_name(mut self, name: impl Into<String>) -> Self {
+        self.op_name = Some(name.into());
+        self
+    }
+
+    /// A callback run with `(old, new)` each time a window moves the limit.
+    ///
+    /// It runs synchronously on the thread whose completion closed the
+    /// window, after the controller's lock is released. It must not block;
+    /// a panic in it is caught and discarded.
+    pub fn on_limit_change(mut self, hook: impl Fn(usize, usize) + Send + Sync + 'static) -> Self {
+        self.hook = Some(Box::new(hook));
+        self
+    }
+
+    /// The time source. Default [`SystemClock`].
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(StdArc::new(clock));
+        self
+    }
+
+    /// Checks every option and builds the limiter.
+    ///
+    /// After the per-field checks, the reference's cross-field rules apply:
+    /// `max_limit` is raised to `min_limit` if below it, and `initial_limit`
+    /// is clamped into `[min_limit, max_limit]`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first option out of its range.
+    pub fn build(self) -> Result<Limiter, ConfigError> {
+        const LIMIT_RANGE: &str = "1 ..= 2147483647";
+        let limit = |field, n: usize| {
+            if (1..=MAX_LIMIT_BOUND).contains(&n) {
+                Ok(n)
+            } else {
+                Err(ConfigError::new(field, n, LIMIT_RANGE))
+            }
+        };
+        let initial = limit("initial_limit", self.initial_limit)?;
+        let min = limit("min_limit", self.min_limit)?;
+        let max = limit("max_limit", self.max_limit)?.max(min);
+        let initial = initial.clamp(min, max);
+        debug_assert!(max <= MAX_PERMITS);
+
+        let smoothing = open_closed("smoothing", self.smoothing, 0.0, 1.0, "0 < value <= 1")?;
+        let decay = closed_closed(
+            "min_latency_decay",
+            self.min_latency_decay,
+            0.0,
+            1.0,
+            "0 <= value <= 1",
+        )?;
+        let jitter = closed_closed("jitter", self.jitter, 0.0, 1.0, "0 <= value <= 1")?;
+        if self.sample_window.is_zero() || self.sample_window > MAX_SAMPLE_WINDOW {
+            return Err(ConfigError::new(
+                "sample_window",
+                self.sample_window,
+                "1ns ..= 24h",
+            ));
+        }
+        if self.op_name.as_deref() == Some("") {
+            return Err(ConfigError::new("op_name", "", "a non-empty name"));
+        }
+
+        // Every built-in law's options are checked, even those of a law not
+        // chosen: a bad value is an error wherever it is.
+        let aimd = Aimd::new(self.increase_rate, self.decrease_ratio, self.utilization)?;
+        let vegas = Vegas::new(
+            self.tolerance,
+            self.target_latency,
+            self.decrease_ratio,
+            self.utilization,
+        )?;
+        let gradient = Gradient::new(self.tolerance, self.decrease_ratio, self.utilization)?;
+        let law: Box<dyn ControlLaw> = match (self.law, self.algorithm) {
+            (Some(law), _) => law,
+            (None, Algorithm::Aimd) => Box::new(aimd),
+            (None, Algorithm::Vegas) => Box::new(vegas),
+            (None, Algorithm::Gradient) => Box::new(gradient),
+        };
+
+        let clock = match self.clock {
+            Some(c) => AnyClock::Custom(c),
+            None => AnyClock::System(SystemClock::new()),
+        };
+        let (execute_op, try_execute_op): (StdArc<str>, StdArc<str>) = match self.op_name {
+            Some(name) => {
+                let name: StdArc<str> = name.into();
+                (name.clone(), name)
+            }
+            None => (DEFAULT_EXECUTE_OP.into(), DEFAULT_TRY_EXECUTE_OP.into()),
+        };
+        let window_nanos = u64::try_from(self.sample_window.as_nanos()).unwrap_or(u64::MAX);
+        let now = clock.now_nanos();
+        let algorithm = law.name();
+        let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
+        Ok(Limiter::from_inner(Inner {
+            pool: Padded(Pool::new(initial)),
+            window: Padded(Window::new(now)),
+            clock,
+            window_nanos,
+            initial_limit: initial,
+            cfg: ControlConfig {
+                min_limit: min,
+                max_limit: max,
+                warmup: self.warmup_samples,
+                smoothing,
+                min_latency_decay: decay,
+                jitter,
+            },
+            algorithm,
+            execute_op,
+            try_execute_op,
+            control: Mutex::new(Control::new(law, seed)),
+            hook: self.hook,
+            counters: Counters::default(),
+        }))
+    }
+}

@@ -1,0 +1,579 @@
+//! The [`Limiter`] facade.
+
+mod acquire;
+mod builder;
+mod execute;
+mod permit;
+
+pub use acquire::{Acquire, Drained};
+pub use builder::{Algorithm, Builder, LimitChangeHook};
+pub use execute::Controller;
+pub use permit::{Outcome, OwnedPermit, Permit};
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Duration;
+
+use crate::clock::AnyClock;
+use crate::error::{AcquireError, AcquireTimeoutError, DrainTimeoutError, TryAcquireError};
+use crate::histogram::Counts;
+use crate::pool::{Admission, Pool, TryFail};
+use crate::stats::Stats;
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
+use crate::window::{Control, ControlConfig, Decision, Padded, Window};
+
+use permit::Holder;
+
+/// An adaptive concurrency limiter.
+///
+/// A permit pool whose size a control law moves once per sample window from
+/// the latency and outcome of completed operations. `Limiter` is a cheap
+/// handle: clones share one limiter. It is `Send + Sync`.
+///
+/// Admission is FIFO-fair: [`acquire`](Limiter::acquire) waits in line,
+/// [`try_acquire`](Limiter::try_acquire) never overtakes a waiter, and
+/// [`allow`](Limiter::allow) only looks. A [`Permit`] records the outcome of
+/// the admitted operation and releases its slot; [`execute`](Limiter::execute)
+/// does both around an async closure and catches its panics.
+///
+/// # Examples
+///
+/// ```
+/// # async fn call_backend() -> Result<u32, std::io::Error> { Ok(1) }
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// use adaptx::{Algorithm, Limiter};
+///
+/// let limiter = Limiter::builder()
+///     .algorithm(Algorithm::Gradient)
+///     .initial_limit(10)
+///     .max_limit(200)
+///     .build()?;
+///
+/// // Manual admission: the permit measures latency from admission.
+/// let permit = limiter.acquire().await?;
+/// match call_backend().await {
+///     Ok(_) => permit.success(),
+///     Err(_) => permit.failure(),
+/// }
+///
+/// // Or let the limiter run the operation.
+/// let value = limiter.execute(async |_ctl| call_backend().await).await?;
+/// assert_eq!(value, 1);
+/// assert_eq!(limiter.in_flight(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (limit, in_flight, closed) = self.inner.pool.snapshot();
+        f.debug_struct("Limiter")
+            .field("algorithm", &self.inner.algorithm)
+            .field("limit", &limit)
+            .field("in_flight", &in_flight)
+            .field("closed", &closed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counters that are not on the sampled path.
+#[derive(Debug, Default)]
+struct Counters {
+    skipped_ok: AtomicU64,
+    skipped_fail: AtomicU64,
+    dropped: AtomicU64,
+    rejected: AtomicU64,
+    increases: AtomicU64,
+    decreases: AtomicU64,
+}
+
+impl Counters {
+    fn clear(&self) {
+        for c in [
+            &self.skipped_ok,
+            &self.skipped_fail,
+            &self.dropped,
+            &self.rejected,
+            &self.increases,
+            &self.decreases,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pool: Padded<Pool>,
+    window: Padded<Window>,
+    clock: AnyClock,
+    window_nanos: u64,
+    initial_limit: usize,
+    cfg: ControlConfig,
+    algorithm: &'static str,
+    execute_op: Arc<str>,
+    try_execute_op: Arc<str>,
+    control: Mutex<Control>,
+    hook: Option<LimitChangeHook>,
+    counters: Counters,
+}
+
+/// How a permit ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Ending {
+    /// Outcome with a latency sample in nanoseconds.
+    Sampled(Outcome, u64),
+    /// Outcome without a latency sample.
+    Skipped(Outcome),
+    /// No outcome: the permit was dropped.
+    Dropped,
+}
+
+impl Inner {
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now_nanos()
+    }
+
+    #[inline]
+    fn try_admit(&self) -> Result<Admission, TryFail> {
+        let r = self.pool.try_acquire();
+        if r.is_err() {
+            self.reject();
+        }
+        r
+    }
+
+    #[inline]
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    pub(crate) fn reject(&self) {
+        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records how an admitted operation ended, then releases its permit.
+    /// The order matters: the window's peak in-flight counts the operation
+    /// that is completing, as the reference does.
+    #[inline]
+    pub(crate) fn finish(&self, ending: Ending) {
+        match ending {
+            Ending::Sampled(outcome, nanos) => {
+                let w = &self.window;
+                w.add(outcome.is_success(), nanos, self.pool.in_flight());
+                let start = w.start.load(Ordering::Acquire);
+                let now = self.now();
+                if now.saturating_sub(start) >= self.window_nanos {
+                    self.close_window(start, now);
+                }
+            }
+            Ending::Skipped(outcome) => {
+                let c = if outcome.is_success() {
+                    &self.counters.skipped_ok
+                } else {
+                    &self.counters.skipped_fail
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            Ending::Dropped => {
+                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.pool.release();
+    }
+
+    /// Runs at most once per window: the caller that wins the CAS on the
+    /// window start closes it.
+    #[cold]
+    #[inline(never)]
+    fn close_window(&self, start: u64, now: u64) {
+        let w = &self.window;
+        if w.start
+            .compare_exchange(start, now, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        let decision = {
+            let mut control = lock(&self.control);
+            // Closed limiters keep their statistics but stop adapting.
+            let adapt = !self.pool.is_closed();
+            let limit = self.pool.limit();
+            let d = control.close(w, &self.cfg, limit, start, now, adapt);
+            if let Some(Decision { old, new }) = d {
+                self.pool.set_limit(new);
+                let c = if new > old {
+                    &self.counters.increases
+                } else {
+                    &self.counters.decreases
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+            d
+        };
+        if let (Some(d), Some(hook)) = (decision, &self.hook) {
+            // The hook must not panic; if it does, the panic stops here so a
+            // completion never fails because of an observer.
+            let _ = catch_unwind(AssertUnwindSafe(|| hook(d.old, d.new)));
+        }
+    }
+}
+
+impl Limiter {
+    /// A builder with every option at its default.
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// A limiter with every option at its default (AIMD, initial limit 10,
+    /// bounds 1–1000, 1 s windows).
+    pub fn new() -> Self {
+        Builder::new().build().unwrap_or_else(|e| {
+            unreachable!("the default configuration is valid: {e}");
+        })
+    }
+
+    pub(crate) fn from_inner(inner: Inner) -> Self {
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// Takes a permit if one is free now.
+    ///
+    /// Never waits and never overtakes a queued [`acquire`](Limiter::acquire).
+    /// The permit borrows the limiter; see
+    /// [`try_acquire_owned`](Limiter::try_acquire_owned) for one that does not.
+    ///
+    /// # Errors
+    ///
+    /// [`TryAcquireError::NoCapacity`] when every permit is held (or queued
+    /// waiters are ahead), [`TryAcquireError::Closed`] after
+    /// [`close`](Limiter::close). Both count as rejected in [`Stats`].
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let limiter = adaptx::Limiter::builder().initial_limit(1).build().unwrap();
+    /// let permit = limiter.try_acquire().unwrap();
+    /// assert!(limiter.try_acquire().is_err());
+    /// permit.success();
+    /// assert!(limiter.try_acquire().is_ok());
+    /// ```
+    #[inline]
+    pub fn try_acquire(&self) -> Result<Permit<'_>, TryAcquireError> {
+        let inner = &*self.inner;
+        match inner.try_admit() {
+            Ok(a) => Ok(Permit::new(Holder::Borrowed(inner), a, inner.now())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Like [`try_acquire`](Limiter::try_acquire), with a permit that owns a
+    /// handle to the limiter (`Permit<'static>`), for moving into tasks.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Limiter::try_acquire).
+    pub fn try_acquire_owned(&self) -> Result<OwnedPermit, TryAcquireError> {
+        match self.inner.try_admit() {
+            Ok(a) => Ok(Permit::new(
+                Holder::Owned(self.inner.clone()),
+                a,
+                self.inner.now(),
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Waits for a permit, in FIFO order.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError`] if the limiter is closed when called or while waiting.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe. Dropping the future gives up the place in line; a permit
+    /// that was handed to it but not yet returned goes back to the pool (or to
+    /// the next waiter). A dropped waiter counts as rejected.
+    pub fn acquire(&self) -> Acquire<'_> {
+        Acquire::new(Holder::Borrowed(&self.inner))
+    }
+
+    /// Like [`acquire`](Limiter::acquire), with a permit that owns a handle
+    /// to the limiter.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire`](Limiter::acquire).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Limiter::acquire).
+    pub fn acquire_owned(&self) -> Acquire<'static> {
+        Acquire::new(Holder::Owned(self.inner.clone()))
+    }
+
+    /// Waits at most `timeout` for a permit (on tokio's clock).
+    ///
+    /// A permit that is free now is taken even with a zero timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireTimeoutError::Timeout`] when the time runs out,
+    /// [`AcquireTimeoutError::Closed`] when the limiter is closed. Both count
+    /// as rejected.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime with the time driver enabled.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Limiter::acquire).
+    #[cfg(feature = "tokio")]
+    pub async fn acquire_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<Permit<'_>, AcquireTimeoutError> {
+        match tokio::time::timeout(timeout, self.acquire()).await {
+            Ok(r) => r.map_err(|_| AcquireTimeoutError::Closed),
+            Err(_) => Err(AcquireTimeoutError::Timeout),
+        }
+    }
+
+    /// Blocks the current thread until a permit is free.
+    ///
+    /// For synchronous code. Do not call it from an async task: it blocks the
+    /// executor thread.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError`] if the limiter is closed.
+    pub fn acquire_blocking(&self) -> Result<Permit<'_>, AcquireError> {
+        if let Ok(p) = self.try_acquire_quiet() {
+            return Ok(p);
+        }
+        acquire::block_on(self.acquire(), None).unwrap_or(Err(AcquireError::new()))
+    }
+
+    /// Blocks the current thread for at most `timeout` (wall-clock time)
+    /// until a permit is free.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireTimeoutError::Timeout`] or [`AcquireTimeoutError::Closed`].
+    pub fn acquire_blocking_timeout(
+        &self,
+        timeout: Duration,
+    ) -> Result<Permit<'_>, AcquireTimeoutError> {
+        if let Ok(p) = self.try_acquire_quiet() {
+            return Ok(p);
+        }
+        match acquire::block_on(self.acquire(), Some(timeout)) {
+            Some(r) => r.map_err(|_| AcquireTimeoutError::Closed),
+            None => Err(AcquireTimeoutError::Timeout),
+        }
+    }
+
+    /// A `try_acquire` that does not count a rejection (the caller goes on
+    /// to wait).
+    fn try_acquire_quiet(&self) -> Result<Permit<'_>, TryFail> {
+        let inner = &*self.inner;
+        let a = inner.pool.try_acquire()?;
+        Ok(Permit::new(Holder::Borrowed(inner), a, inner.now()))
+    }
+
+    /// Whether a permit is free right now, without taking it.
+    ///
+    /// A hint: a concurrent admission may take the slot before the caller
+    /// acts. False after close, and false while shrink debt remains. One
+    /// atomic load; changes no counter.
+    #[inline]
+    pub fn allow(&self) -> bool {
+        let (limit, in_flight, closed) = self.inner.pool.snapshot();
+        !closed && in_flight < limit
+    }
+
+    /// The live limit (one atomic load).
+    #[inline]
+    pub fn limit(&self) -> usize {
+        self.inner.pool.limit()
+    }
+
+    /// Operations admitted and not yet finished (one atomic load).
+    #[inline]
+    pub fn in_flight(&self) -> usize {
+        self.inner.pool.in_flight()
+    }
+
+    /// Permits free right now.
+    pub fn available(&self) -> usize {
+        self.inner.pool.available()
+    }
+
+    /// Shrink debt: held permits that will be retired instead of returned.
+    pub fn debt(&self) -> usize {
+        self.inner.pool.debt()
+    }
+
+    /// The name of the control law.
+    pub fn algorithm(&self) -> &'static str {
+        self.inner.algorithm
+    }
+
+    /// The smoothed (EMA) window-mean latency the controller tracks, if any
+    /// window has been evaluated. [`Stats::avg_latency`] is instead the plain
+    /// mean of recent samples.
+    pub fn smoothed_latency(&self) -> Option<Duration> {
+        lock(&self.inner.control).average()
+    }
+
+    /// The controller's estimate of the backend's floor latency (RTT_min).
+    pub fn min_latency_estimate(&self) -> Option<Duration> {
+        lock(&self.inner.control).floor()
+    }
+
+    /// A snapshot of the counters and of recent latencies.
+    ///
+    /// The snapshot is self-consistent: `total == success + failures +
+    /// dropped + in_flight`, `min ≤ p50 ≤ p99 ≤ max`. Latency fields summarize
+    /// the samples of the window in progress and, while that window is younger
+    /// than one sample window, of the window before it; they come from a
+    /// fixed-bucket histogram (within 1 % of the exact values) and cost
+    /// no sort. All zero when there is no recent sample.
+    pub fn stats(&self) -> Stats {
+        let inner = &*self.inner;
+        let c = &inner.counters;
+        let (ok, fail) = inner.window.totals();
+        let skipped_ok = c.skipped_ok.load(Ordering::Relaxed);
+        let skipped_fail = c.skipped_fail.load(Ordering::Relaxed);
+        let dropped = c.dropped.load(Ordering::Relaxed);
+        let (limit, in_flight, _) = inner.pool.snapshot();
+        let mut counts = Counts::new();
+        inner
+            .window
+            .0
+            .recent_latencies(inner.now(), inner.window_nanos, &mut counts);
+        let success = ok.saturating_add(skipped_ok);
+        let failures = fail.saturating_add(skipped_fail);
+        Stats::new(
+            inner.algorithm,
+            [limit, inner.cfg.min_limit, inner.cfg.max_limit, in_flight],
+            [
+                success
+                    .saturating_add(failures)
+                    .saturating_add(dropped)
+                    .saturating_add(in_flight as u64),
+                success,
+                failures,
+                dropped,
+                c.rejected.load(Ordering::Relaxed),
+                c.increases.load(Ordering::Relaxed),
+                c.decreases.load(Ordering::Relaxed),
+            ],
+            &counts,
+        )
+    }
+
+    /// Zeroes the counters and forgets everything the controller learned:
+    /// the limit goes back to the initial limit (raised to the in-flight
+    /// count if more work than that is running, so no permit is revoked), the
+    /// estimators, the law's state, the window and the latency history are
+    /// cleared. In-flight work and the closed state are untouched; the
+    /// limit-change hook is not called.
+    pub fn reset_stats(&self) {
+        let inner = &*self.inner;
+        let mut control = lock(&inner.control);
+        control.reset();
+        control.clear_window(&inner.window, inner.now());
+        inner.counters.clear();
+        let limit = inner
+            .initial_limit
+            .max(inner.pool.in_flight())
+            .min(inner.cfg.max_limit);
+        inner.pool.set_limit(limit);
+    }
+
+    /// Closes the limiter without waiting: every later admission fails with
+    /// a closed error and every waiter wakes with one at once. In-flight work
+    /// continues; its completions are still counted, but the limit no longer
+    /// adapts. Idempotent. Returns `true` on the first call.
+    pub fn close(&self) -> bool {
+        self.inner.pool.close()
+    }
+
+    /// Whether [`close`](Limiter::close) has been called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.pool.is_closed()
+    }
+
+    /// Closes the limiter (as [`close`](Limiter::close)) and waits until no
+    /// operation is in flight.
+    ///
+    /// Once it resolves, no operation is running and none can start: close
+    /// and admission are linearized.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops waiting; the limiter stays
+    /// closed.
+    pub fn drained(&self) -> Drained<'_> {
+        self.close();
+        Drained::new(&self.inner.pool)
+    }
+
+    /// Closes the limiter and waits at most `timeout` (on tokio's clock) for
+    /// in-flight work to finish. Can be called again, also concurrently, to
+    /// keep waiting.
+    ///
+    /// # Errors
+    ///
+    /// [`DrainTimeoutError`] if work is still in flight when the time runs
+    /// out; the limiter stays closed and that work is not cancelled.
+    ///
+    /// # Panics
+    ///
+    /// Outside a tokio runtime with the time driver enabled.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`drained`](Limiter::drained).
+    #[cfg(feature = "tokio")]
+    pub async fn close_with_timeout(&self, timeout: Duration) -> Result<(), DrainTimeoutError> {
+        let drained = self.drained();
+        match tokio::time::timeout(timeout, drained).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(DrainTimeoutError::new(self.in_flight())),
+        }
+    }
+
+    /// Closes the limiter and blocks the thread at most `timeout` (wall-clock
+    /// time) for in-flight work to finish.
+    ///
+    /// # Errors
+    ///
+    /// [`DrainTimeoutError`] if work is still in flight when the time runs
+    /// out.
+    pub fn close_blocking(&self, timeout: Duration) -> Result<(), DrainTimeoutError> {
+        match acquire::block_on(self.drained(), Some(timeout)) {
+            Some(()) => Ok(()),
+            None => Err(DrainTimeoutError::new(self.in_flight())),
+        }
+    }
+
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl Default for Limiter {
+    fn default() -> Self {
+        Self::new()
+    }
+}

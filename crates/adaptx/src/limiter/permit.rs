@@ -1,0 +1,176 @@
+//! RAII permits.
+
+use std::fmt;
+use std::ops::Deref;
+use std::time::Duration;
+
+use super::{Ending, Inner};
+use crate::pool::Admission;
+use crate::sync::Arc;
+
+/// How an admitted operation went, as far as capacity is concerned.
+///
+/// Report [`Failure`](Outcome::Failure) for signs of overload (timeouts,
+/// 503s, connection resets); errors that say nothing about the backend's
+/// capacity (a 404, a validation error) are better reported as
+/// [`Success`](Outcome::Success) or recorded without a sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The operation succeeded.
+    Success,
+    /// The operation failed in a way that signals overload.
+    Failure,
+}
+
+impl Outcome {
+    /// `Success` if `ok`, else `Failure`.
+    pub fn from_success(ok: bool) -> Self {
+        if ok { Self::Success } else { Self::Failure }
+    }
+
+    /// Whether this is [`Outcome::Success`].
+    pub fn is_success(self) -> bool {
+        matches!(self, Self::Success)
+    }
+}
+
+/// A borrowed or shared handle to the limiter's state.
+pub(crate) enum Holder<'a> {
+    Borrowed(&'a Inner),
+    Owned(Arc<Inner>),
+}
+
+impl Deref for Holder<'_> {
+    type Target = Inner;
+
+    #[inline]
+    fn deref(&self) -> &Inner {
+        match self {
+            Holder::Borrowed(i) => i,
+            Holder::Owned(i) => i,
+        }
+    }
+}
+
+/// An admitted operation's slot in the limiter.
+///
+/// Record how the operation went by consuming the permit —
+/// [`success`](Permit::success), [`failure`](Permit::failure),
+/// [`record`](Permit::record) (latency measured from admission),
+/// [`record_with_latency`](Permit::record_with_latency) or
+/// [`record_skipped`](Permit::record_skipped). Because each consumes the
+/// permit, an outcome is recorded at most once.
+///
+/// **Dropping a permit without recording an outcome** releases the slot and
+/// counts the operation as *dropped* in [`Stats`](crate::Stats): it feeds no
+/// latency and no outcome to the control law. This is what happens when a
+/// request future is cancelled (a client disconnect): the limiter learns
+/// nothing from an operation whose end it did not see.
+///
+/// `Permit<'static>` ([`OwnedPermit`]) holds a handle to the limiter and can
+/// be moved into a spawned task.
+#[must_use = "dropping a permit releases it at once and records no outcome"]
+pub struct Permit<'a> {
+    holder: Holder<'a>,
+    admission: Admission,
+    start: u64,
+    done: bool,
+}
+
+/// A permit that owns a handle to its limiter.
+pub type OwnedPermit = Permit<'static>;
+
+impl fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Permit")
+            .field("limit_at_admission", &self.admission.limit)
+            .field("in_flight_at_admission", &self.admission.in_flight)
+            .field("elapsed", &self.elapsed())
+            .finish()
+    }
+}
+
+impl<'a> Permit<'a> {
+    #[inline]
+    pub(crate) fn new(holder: Holder<'a>, admission: Admission, start: u64) -> Self {
+        Self {
+            holder,
+            admission,
+            start,
+            done: false,
+        }
+    }
+
+    /// The live limit at the instant this permit was taken.
+    pub fn limit_at_admission(&self) -> usize {
+        self.admission.limit
+    }
+
+    /// Operations in flight at the instant this permit was taken, not
+    /// counting this one.
+    pub fn in_flight_at_admission(&self) -> usize {
+        self.admission.in_flight
+    }
+
+    pub(crate) fn holder_algorithm(&self) -> &'static str {
+        self.holder.algorithm
+    }
+
+    /// Time since admission, on the limiter's clock.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.holder.now().saturating_sub(self.start))
+    }
+
+    /// Records a success with the latency measured from admission.
+    #[inline]
+    pub fn success(self) {
+        self.record(Outcome::Success);
+    }
+
+    /// Records a failure with the latency measured from admission.
+    #[inline]
+    pub fn failure(self) {
+        self.record(Outcome::Failure);
+    }
+
+    /// Records `outcome` with the latency measured from admission.
+    #[inline]
+    pub fn record(mut self, outcome: Outcome) {
+        let nanos = self.holder.now().saturating_sub(self.start);
+        self.end(Ending::Sampled(outcome, nanos));
+    }
+
+    /// Records `outcome` with a latency the caller measured.
+    ///
+    /// A zero latency is a real sample of zero (the reference treated it as
+    /// "skip"); use [`record_skipped`](Permit::record_skipped) to skip.
+    #[inline]
+    pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.end(Ending::Sampled(outcome, nanos));
+    }
+
+    /// Records `outcome` in the success/failure totals without a latency
+    /// sample: nothing reaches the control law, the window, the warmup count
+    /// or the latency percentiles. For outliers such as cold starts.
+    #[inline]
+    pub fn record_skipped(mut self, outcome: Outcome) {
+        self.end(Ending::Skipped(outcome));
+    }
+
+    #[inline]
+    fn end(&mut self, ending: Ending) {
+        self.done = true;
+        self.holder.finish(ending);
+    }
+}
+
+impl Drop for Permit<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.holder.finish(Ending::Dropped);
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! The statistics snapshot.
+
+use std::time::Duration;
+
+use crate::histogram::Counts;
+
+/// A snapshot of a limiter's counters and recent latencies, from
+/// [`Limiter::stats`](crate::Limiter::stats).
+///
+/// Counters run from construction or the last
+/// [`reset_stats`](crate::Limiter::reset_stats). With the `serde` feature it
+/// serializes with latencies as integer nanoseconds (the reference's JSON).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+#[non_exhaustive]
+pub struct Stats {
+    /// The control law's name.
+    pub algorithm: &'static str,
+    /// The live limit.
+    pub limit: usize,
+    /// The configured floor.
+    pub min_limit: usize,
+    /// The configured ceiling.
+    pub max_limit: usize,
+    /// Operations admitted and not yet finished.
+    pub in_flight: usize,
+    /// Admitted operations: `success + failures + dropped + in_flight`.
+    pub total: u64,
+    /// Operations recorded as successes (skipped samples included).
+    pub success: u64,
+    /// Operations recorded as failures (skipped samples and panics included).
+    pub failures: u64,
+    /// Permits dropped without an outcome.
+    pub dropped: u64,
+    /// Admission attempts that ended without a permit: no capacity, closed,
+    /// timed out, or a waiting acquire dropped.
+    pub rejected: u64,
+    /// Windows that raised the limit.
+    pub increases: u64,
+    /// Windows that lowered the limit.
+    pub decreases: u64,
+    /// Mean of recent latency samples (not the controller's EMA).
+    #[cfg_attr(
+        feature = "serde",
+        serde(rename = "avg_latency", serialize_with = "nanos")
+    )]
+    pub avg_latency: Duration,
+    /// Smallest recent latency sample.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "nanos"))]
+    pub min_latency: Duration,
+    /// Largest recent latency sample.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "nanos"))]
+    pub max_latency: Duration,
+    /// Median of recent latency samples (lower nearest rank).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "nanos"))]
+    pub p50_latency: Duration,
+    /// 99th percentile of recent latency samples (lower nearest rank).
+    #[cfg_attr(feature = "serde", serde(serialize_with = "nanos"))]
+    pub p99_latency: Duration,
+}
+
+#[cfg(feature = "serde")]
+fn nanos<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+impl Stats {
+    /// `limits`: limit, min, max, in-flight. `counters`: total, success,
+    /// failures, dropped, rejected, increases, decreases.
+    pub(crate) fn new(
+        algorithm: &'static str,
+        limits: [usize; 4],
+        counters: [u64; 7],
+        latencies: &Counts,
+    ) -> Self {
+        let [limit, min_limit, max_limit, in_flight] = limits;
+        let [
+            total,
+            success,
+            failures,
+            dropped,
+            rejected,
+            increases,
+            decreases,
+        ] = counters;
+        let d = |v: Option<u64>| Duration::from_nanos(v.unwrap_or(0));
+        let min = latencies.min();
+        let max = latencies.max();
+        // Bucket representatives keep the order of the buckets, so these are
+        // ordered min <= p50 <= p99 <= max; the clamp only documents it.
+        let clamp = |v: Option<u64>| v.map(|v| v.clamp(min.unwrap_or(0), max.unwrap_or(0)));
+        Self {
+            algorithm,
+            limit,
+            min_limit,
+            max_limit,
+            in_flight,
+            total,
+            success,
+            failures,
+            dropped,
+            rejected,
+            increases,
+            decreases,
+            avg_latency: d(clamp(latencies.mean())),
+            min_latency: d(min),
+            max_latency: d(max),
+            p50_latency: d(clamp(latencies.percentile(0.5))),
+            p99_latency: d(clamp(latencies.percentile(0.99))),
+        }
+    }
+}

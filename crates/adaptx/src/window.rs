@@ -1,0 +1,296 @@
+//! The per-window sample accumulator and the controller that runs a law when
+//! a window closes.
+//!
+//! # Implementation details
+//!
+//! Completions add to the window without a lock: cumulative atomic counters
+//! (`ok`, `fail`, `rtt_sum`) that only grow, per-window extremes (`min_rtt`,
+//! `peak`) that only move one way, and one bucket of the current latency
+//! histogram. The window start is an atomic timestamp; the completion that
+//! finds the window over claims it with one CAS on the start and is the only
+//! one that runs the law for it.
+//!
+//! The closer takes the controller mutex (uncontended: at most one closer per
+//! window) and computes the window's counts as differences of the cumulative
+//! counters since the previous close, so every sample lands in exactly one
+//! window. A sample that races with a close may have its count and its
+//! latency fall into neighbouring windows; the laws tolerate that.
+//!
+//! Two latency histograms alternate: the current window records into one,
+//! the previous window's stays readable for [`Stats`](crate::Stats).
+
+use std::time::Duration;
+
+use crate::histogram::{Counts, Histogram};
+use crate::law::{ControlLaw, WindowSummary};
+use crate::sync::{AtomicU64, Ordering};
+
+/// Pads a value to its own cache line pair so hot atomics written by
+/// different paths do not false-share.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub(crate) struct Padded<T>(pub(crate) T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Lock-free per-window accumulators.
+#[derive(Debug)]
+pub(crate) struct Window {
+    pub(crate) ok: AtomicU64,
+    pub(crate) fail: AtomicU64,
+    pub(crate) rtt_sum: AtomicU64,
+    pub(crate) min_rtt: AtomicU64,
+    pub(crate) peak: AtomicU64,
+    pub(crate) start: AtomicU64,
+    pub(crate) epoch: AtomicU64,
+    hist: [Histogram; 2],
+}
+
+impl Window {
+    pub(crate) fn new(start: u64) -> Self {
+        Self {
+            ok: AtomicU64::new(0),
+            fail: AtomicU64::new(0),
+            rtt_sum: AtomicU64::new(0),
+            min_rtt: AtomicU64::new(u64::MAX),
+            peak: AtomicU64::new(0),
+            start: AtomicU64::new(start),
+            epoch: AtomicU64::new(0),
+            hist: [Histogram::new(), Histogram::new()],
+        }
+    }
+
+    /// Adds one latency sample. No lock, no allocation.
+    #[inline]
+    pub(crate) fn add(&self, success: bool, nanos: u64, in_flight: usize) {
+        if success {
+            self.ok.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.fail.fetch_add(1, Ordering::Relaxed);
+        }
+        self.rtt_sum.fetch_add(nanos, Ordering::Relaxed);
+        let cur = self.epoch.load(Ordering::Relaxed) as usize & 1;
+        self.hist[cur].record(nanos);
+        if nanos < self.min_rtt.load(Ordering::Relaxed) {
+            self.min_rtt.fetch_min(nanos, Ordering::Relaxed);
+        }
+        let in_flight = in_flight as u64;
+        if in_flight > self.peak.load(Ordering::Relaxed) {
+            self.peak.fetch_max(in_flight, Ordering::Relaxed);
+        }
+    }
+
+    /// Samples recorded since construction or reset (successes, failures).
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.fail.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Adds the latency samples of the window in progress and, while that is
+    /// younger than one window, of the window before it, into `out`.
+    pub(crate) fn recent_latencies(&self, now: u64, window: u64, out: &mut Counts) {
+        let start = self.start.load(Ordering::Acquire);
+        let age = now.saturating_sub(start);
+        let cur = self.epoch.load(Ordering::Acquire) as usize & 1;
+        // A sample at `t >= start + window` would have closed the window, so
+        // every sample of the current window is older than `age - window`.
+        if age < window.saturating_mul(2) {
+            self.hist[cur].add_to(out);
+        }
+        if age < window {
+            self.hist[cur ^ 1].add_to(out);
+        }
+    }
+
+    /// Switches the histograms: the current one becomes the previous one.
+    fn rotate(&self) {
+        let next = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
+        self.hist[next as usize & 1].clear();
+        self.epoch.store(next, Ordering::Release);
+    }
+
+    fn clear(&self, now: u64) {
+        self.ok.store(0, Ordering::Relaxed);
+        self.fail.store(0, Ordering::Relaxed);
+        self.rtt_sum.store(0, Ordering::Relaxed);
+        self.min_rtt.store(u64::MAX, Ordering::Relaxed);
+        self.peak.store(0, Ordering::Relaxed);
+        self.hist[0].clear();
+        self.hist[1].clear();
+        self.start.store(now, Ordering::Release);
+    }
+}
+
+/// Parameters of the controller that are not the law's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ControlConfig {
+    pub(crate) min_limit: usize,
+    pub(crate) max_limit: usize,
+    pub(crate) warmup: u64,
+    pub(crate) smoothing: f64,
+    pub(crate) min_latency_decay: f64,
+    pub(crate) jitter: f64,
+}
+
+/// The state behind the controller mutex: the law, the estimators, the jitter
+/// RNG and what the previous close saw of the cumulative counters.
+#[derive(Debug)]
+pub(crate) struct Control {
+    pub(crate) law: Box<dyn ControlLaw>,
+    rng: fastrand::Rng,
+    seed: u64,
+    /// EMA of window means, ns.
+    avg: Option<f64>,
+    /// RTT_min, ns.
+    floor: Option<f64>,
+    last_ok: u64,
+    last_fail: u64,
+    last_rtt: u64,
+}
+
+/// What a window close decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Decision {
+    pub(crate) old: usize,
+    pub(crate) new: usize,
+}
+
+impl Control {
+    pub(crate) fn new(law: Box<dyn ControlLaw>, seed: u64) -> Self {
+        Self {
+            law,
+            rng: fastrand::Rng::with_seed(seed),
+            seed,
+            avg: None,
+            floor: None,
+            last_ok: 0,
+            last_fail: 0,
+            last_rtt: 0,
+        }
+    }
+
+    /// Forgets everything learned (the RNG restarts from its seed).
+    pub(crate) fn reset(&mut self) {
+        self.law.reset();
+        self.rng = fastrand::Rng::with_seed(self.seed);
+        self.avg = None;
+        self.floor = None;
+        self.last_ok = 0;
+        self.last_fail = 0;
+        self.last_rtt = 0;
+    }
+
+    /// The smoothed mean latency the controller uses.
+    pub(crate) fn average(&self) -> Option<Duration> {
+        self.avg.map(|ns| Duration::from_nanos(ns as u64))
+    }
+
+    /// The RTT_min estimate.
+    pub(crate) fn floor(&self) -> Option<Duration> {
+        self.floor.map(|ns| Duration::from_nanos(ns as u64))
+    }
+
+    /// Closes the window that started at `start`, at `now`, and — when
+    /// `adapt` and warmup allow — runs the law. Returns the limit the pool
+    /// should move to, if it changes.
+    pub(crate) fn close(
+        &mut self,
+        w: &Window,
+        cfg: &ControlConfig,
+        limit: usize,
+        start: u64,
+        now: u64,
+        adapt: bool,
+    ) -> Option<Decision> {
+        let ok = w.ok.load(Ordering::Relaxed);
+        let fail = w.fail.load(Ordering::Relaxed);
+        let rtt = w.rtt_sum.load(Ordering::Relaxed);
+        let min_rtt = w.min_rtt.swap(u64::MAX, Ordering::Relaxed);
+        let peak = w.peak.swap(0, Ordering::Relaxed);
+        w.rotate();
+
+        let ok_n = ok.wrapping_sub(self.last_ok);
+        let fail_n = fail.wrapping_sub(self.last_fail);
+        let rtt_sum = rtt.wrapping_sub(self.last_rtt);
+        (self.last_ok, self.last_fail, self.last_rtt) = (ok, fail, rtt);
+        let samples = ok_n.saturating_add(fail_n);
+        if samples == 0 {
+            return None;
+        }
+        if min_rtt != u64::MAX {
+            let m = min_rtt as f64;
+            self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
+        }
+        let seen = ok.saturating_add(fail);
+        if !adapt || seen < cfg.warmup {
+            return None;
+        }
+
+        let mean = rtt_sum as f64 / samples as f64;
+        let summary = WindowSummary {
+            duration_nanos: now.saturating_sub(start),
+            samples,
+            failures: fail_n,
+            peak_in_flight: usize::try_from(peak).unwrap_or(usize::MAX),
+            mean_rtt_nanos: mean,
+            min_rtt_nanos: if min_rtt == u64::MAX {
+                0.0
+            } else {
+                min_rtt as f64
+            },
+            rtt_floor_nanos: self.floor,
+            rtt_average_nanos: self.avg,
+        };
+        let mut next = self.law.next_limit(limit, &summary);
+        if next > limit && cfg.jitter > 0.0 {
+            next -= self.withheld(next - limit, cfg.jitter);
+        }
+        let next = next.clamp(cfg.min_limit, cfg.max_limit);
+        self.update_estimators(mean, cfg);
+        (next != limit).then_some(Decision {
+            old: limit,
+            new: next,
+        })
+    }
+
+    /// How much of an increase of `delta` to withhold: the stochastic rounding
+    /// of `delta · jitter · u` with `u` uniform in [0, 1), so even a +1 step
+    /// is withheld with probability `jitter / 2` and lockstep fleets drift
+    /// apart (the reference withheld nothing for steps of 10 or less).
+    fn withheld(&mut self, delta: usize, jitter: f64) -> usize {
+        let want = delta as f64 * jitter * self.rng.f64();
+        let whole = want.floor();
+        let extra = usize::from(self.rng.f64() < want - whole);
+        (whole as usize).saturating_add(extra).min(delta)
+    }
+
+    fn update_estimators(&mut self, mean: f64, cfg: &ControlConfig) {
+        if mean <= 0.0 {
+            return;
+        }
+        let s = cfg.smoothing;
+        let avg = match self.avg {
+            Some(avg) => s * mean + (1.0 - s) * avg,
+            None => mean,
+        };
+        self.avg = Some(avg);
+        if cfg.min_latency_decay > 0.0 {
+            if let Some(f) = self.floor {
+                self.floor = Some(f + cfg.min_latency_decay * (avg - f));
+            }
+        }
+    }
+
+    pub(crate) fn clear_window(&mut self, w: &Window, now: u64) {
+        w.clear(now);
+    }
+}

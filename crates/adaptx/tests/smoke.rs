@@ -1,0 +1,71 @@
+//! Smoke tests of the public API.
+use adaptx::{Limiter, ManualClock, Outcome};
+use std::time::Duration;
+
+#[test]
+fn aimd_grows_when_saturated() {
+    let clock = ManualClock::new();
+    let l = Limiter::builder()
+        .clock(clock.clone())
+        .warmup_samples(0)
+        .jitter(0.0)
+        .max_limit(100)
+        .build()
+        .unwrap();
+    let permits: Vec<_> = (0..10).map(|_| l.try_acquire().unwrap()).collect();
+    let mut it = permits.into_iter();
+    it.next()
+        .unwrap()
+        .record_with_latency(Outcome::Success, Duration::from_millis(1));
+    assert_eq!(l.limit(), 10);
+    clock.advance(Duration::from_secs(1));
+    let p = l.try_acquire().unwrap();
+    p.record_with_latency(Outcome::Success, Duration::from_millis(1));
+    assert_eq!(l.limit(), 11);
+    drop(it);
+    assert_eq!(l.in_flight(), 0);
+    let s = l.stats();
+    assert_eq!(s.increases, 1);
+    assert_eq!(s.success, 2);
+    assert_eq!(s.dropped, 9);
+    assert_eq!(s.total, 11);
+    println!("{s:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn acquire_waits_and_close_wakes() {
+    let l = Limiter::builder().initial_limit(1).build().unwrap();
+    let p = l.acquire().await.unwrap();
+    let l2 = l.clone();
+    let h = tokio::spawn(async move { l2.acquire().await.map(|p| p.success()) });
+    tokio::task::yield_now().await;
+    assert!(l.acquire_timeout(Duration::from_millis(10)).await.is_err());
+    l.close();
+    assert!(h.await.unwrap().is_err());
+    assert!(
+        l.close_with_timeout(Duration::from_millis(5))
+            .await
+            .is_err()
+    );
+    p.success();
+    l.close_with_timeout(Duration::from_millis(5))
+        .await
+        .unwrap();
+    assert_eq!(l.stats().rejected, 2);
+}
+
+#[tokio::test]
+async fn execute_catches_panic() {
+    let l = Limiter::new();
+    let r: Result<(), adaptx::ExecuteError<std::io::Error>> =
+        l.execute(async |_c| panic!("boom")).await;
+    match r {
+        Err(adaptx::ExecuteError::Panicked(p)) => {
+            assert_eq!(p.op(), "adaptx::execute");
+            assert_eq!(p.message(), "boom");
+        }
+        _ => panic!("expected panic error"),
+    }
+    assert_eq!(l.in_flight(), 0);
+    assert_eq!(l.stats().failures, 1);
+}
