@@ -184,6 +184,7 @@ impl Counts {
         }
     }
 
+    #[cfg(test)]
     /// Resets every bucket to 0 without reallocating.
     pub(crate) fn clear(&mut self) {
         self.buckets.fill(0);

@@ -1,8 +1,4 @@
-//! Adaptive concurrency limiting: a permit pool whose size a control law
-//! moves from latency and error feedback.
-//!
-//! (Crate documentation: see the README section included below.)
-#![doc = include_str!("../README.md")]
+#![doc = include_str!("../../../README.md")]
 
 mod clock;
 mod defaults;

@@ -39,6 +39,8 @@ pub struct Stats {
     pub increases: u64,
     /// Windows that lowered the limit.
     pub decreases: u64,
+    /// Number of recent latency samples the latency fields summarize.
+    pub latency_samples: u64,
     /// Mean of recent latency samples (not the controller's EMA).
     #[cfg_attr(
         feature = "serde",
@@ -102,6 +104,7 @@ impl Stats {
             rejected,
             increases,
             decreases,
+            latency_samples: latencies.count(),
             avg_latency: d(clamp(latencies.mean())),
             min_latency: d(min),
             max_latency: d(max),

@@ -124,8 +124,12 @@ pub(crate) struct Inner {
 /// How a permit ends.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Ending {
-    /// Outcome with a latency sample in nanoseconds.
-    Sampled(Outcome, u64),
+    /// Outcome with a latency sample in nanoseconds, ending at `now`.
+    Sampled {
+        outcome: Outcome,
+        nanos: u64,
+        now: u64,
+    },
     /// Outcome without a latency sample.
     Skipped(Outcome),
     /// No outcome: the permit was dropped.
@@ -162,11 +166,14 @@ impl Inner {
     #[inline]
     pub(crate) fn finish(&self, ending: Ending) {
         match ending {
-            Ending::Sampled(outcome, nanos) => {
+            Ending::Sampled {
+                outcome,
+                nanos,
+                now,
+            } => {
                 let w = &self.window;
                 w.add(outcome.is_success(), nanos, self.pool.in_flight());
                 let start = w.start.load(Ordering::Acquire);
-                let now = self.now();
                 if now.saturating_sub(start) >= self.window_nanos {
                     self.close_window(start, now);
                 }

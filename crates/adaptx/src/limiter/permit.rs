@@ -136,8 +136,13 @@ impl<'a> Permit<'a> {
     /// Records `outcome` with the latency measured from admission.
     #[inline]
     pub fn record(mut self, outcome: Outcome) {
-        let nanos = self.holder.now().saturating_sub(self.start);
-        self.end(Ending::Sampled(outcome, nanos));
+        let now = self.holder.now();
+        let nanos = now.saturating_sub(self.start);
+        self.end(Ending::Sampled {
+            outcome,
+            nanos,
+            now,
+        });
     }
 
     /// Records `outcome` with a latency the caller measured.
@@ -147,7 +152,12 @@ impl<'a> Permit<'a> {
     #[inline]
     pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
         let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
-        self.end(Ending::Sampled(outcome, nanos));
+        let now = self.holder.now();
+        self.end(Ending::Sampled {
+            outcome,
+            nanos,
+            now,
+        });
     }
 
     /// Records `outcome` in the success/failure totals without a latency
