@@ -268,7 +268,8 @@ impl Pool {
             } else {
                 // Hand the permit over: `in_flight` is unchanged.
                 while let Some(w) = q.waiters.pop_front() {
-                    if let Some(waker) = w.finish(GRANTED, s) {
+                    // The snapshot excludes the releasing operation, which is over.
+                    if let Some(waker) = w.finish(GRANTED, s - 1) {
                         wake = waker;
                         break;
                     }
