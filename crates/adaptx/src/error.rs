@@ -1,6 +1,8 @@
 //! Small error types, one per operation.
 
 use std::fmt;
+use std::ops::Bound::{self, Excluded, Included};
+use std::ops::RangeBounds;
 
 /// A configuration value is out of its allowed range.
 ///
@@ -51,7 +53,21 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-/// Checks `low < value <= high` (both finite).
+/// Checks that `value` lies within `(low, high)` bounds; NaN never does.
+fn check(
+    field: &'static str,
+    value: f64,
+    bounds: (Bound<f64>, Bound<f64>),
+    allowed: &'static str,
+) -> Result<f64, ConfigError> {
+    if bounds.contains(&value) {
+        Ok(value)
+    } else {
+        Err(ConfigError::new(field, value, allowed))
+    }
+}
+
+/// Checks `low < value <= high`.
 pub(crate) fn open_closed(
     field: &'static str,
     value: f64,
@@ -59,11 +75,7 @@ pub(crate) fn open_closed(
     high: f64,
     allowed: &'static str,
 ) -> Result<f64, ConfigError> {
-    if value > low && value <= high {
-        Ok(value)
-    } else {
-        Err(ConfigError::new(field, value, allowed))
-    }
+    check(field, value, (Excluded(low), Included(high)), allowed)
 }
 
 /// Checks `low < value < high`.
@@ -74,11 +86,7 @@ pub(crate) fn open_open(
     high: f64,
     allowed: &'static str,
 ) -> Result<f64, ConfigError> {
-    if value > low && value < high {
-        Ok(value)
-    } else {
-        Err(ConfigError::new(field, value, allowed))
-    }
+    check(field, value, (Excluded(low), Excluded(high)), allowed)
 }
 
 /// Checks `low <= value <= high`.
@@ -89,11 +97,7 @@ pub(crate) fn closed_closed(
     high: f64,
     allowed: &'static str,
 ) -> Result<f64, ConfigError> {
-    if value >= low && value <= high {
-        Ok(value)
-    } else {
-        Err(ConfigError::new(field, value, allowed))
-    }
+    check(field, value, (Included(low), Included(high)), allowed)
 }
 
 /// [`Limiter::acquire`](crate::Limiter::acquire) failed: the limiter is

@@ -18,142 +18,19 @@
 //! and one per "smaller" difference that no other test covers.
 
 use std::convert::Infallible;
-use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use adaptx::{
-    AcquireTimeoutError, Algorithm, Builder, ControlLaw, ExecuteError, Limiter, ManualClock,
-    Outcome, OwnedPermit, TryAcquireError, TryExecuteError, Vegas, WindowSummary,
+    AcquireTimeoutError, Algorithm, ControlLaw, ExecuteError, Limiter, ManualClock, Outcome,
+    OwnedPermit, TryAcquireError, TryExecuteError, Vegas, WindowSummary,
 };
 
-const MS: Duration = Duration::from_millis(1);
-const WINDOW: Duration = Duration::from_secs(1);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Warmup 0, jitter 0, 1 s windows, a manual clock.
-fn adapt_opts(clock: &ManualClock) -> Builder {
-    Limiter::builder()
-        .clock(clock.clone())
-        .warmup_samples(0)
-        .jitter(0.0)
-        .sample_window(WINDOW)
-}
-
-/// A limiter on a manual clock, with the permits a test holds.
-struct Rig {
-    clock: ManualClock,
-    limiter: Limiter,
-    held: Vec<OwnedPermit>,
-}
-
-impl Rig {
-    fn new(configure: impl FnOnce(Builder) -> Builder) -> Self {
-        let clock = ManualClock::new();
-        let limiter = configure(adapt_opts(&clock))
-            .build()
-            .expect("valid configuration");
-        Self {
-            clock,
-            limiter,
-            held: Vec::new(),
-        }
-    }
-
-    /// Takes every free permit: in-flight reaches the limit for real.
-    fn saturate(&mut self) {
-        while let Ok(p) = self.limiter.try_acquire_owned() {
-            self.held.push(p);
-        }
-    }
-
-    /// Records through a held permit while saturated, then refills.
-    fn record_saturated(&mut self, outcome: Outcome, latency: Duration) {
-        self.saturate();
-        let p = self.held.pop().expect("a held permit");
-        p.record_with_latency(outcome, latency);
-        self.saturate();
-    }
-
-    /// Records through a fresh permit.
-    fn record_idle(&self, outcome: Outcome, latency: Duration) {
-        self.limiter
-            .try_acquire()
-            .expect("a free permit")
-            .record_with_latency(outcome, latency);
-    }
-
-    fn advance(&self) {
-        self.clock.advance(WINDOW);
-    }
-
-    /// A saturated window of two samples; the limit after it.
-    fn saturated_window2(&mut self, first: Duration, second: Duration) -> usize {
-        self.record_saturated(Outcome::Success, first);
-        self.advance();
-        self.record_saturated(Outcome::Success, second);
-        self.limiter.limit()
-    }
-
-    fn saturated_window(&mut self, latency: Duration) -> usize {
-        self.saturated_window2(latency, latency)
-    }
-
-    /// A window of unsaturated completions.
-    fn idle_window(&self, outcome: Outcome, latency: Duration) -> usize {
-        self.record_idle(outcome, latency);
-        self.advance();
-        self.record_idle(outcome, latency);
-        self.limiter.limit()
-    }
-}
-
-fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-    fut.poll(&mut Context::from_waker(Waker::noop()))
-}
-
-/// `available + in_flight − debt == limit`, the permit accounting invariant.
-fn assert_accounting(l: &Limiter) {
-    assert_eq!(
-        l.available() + l.in_flight() - l.debt(),
-        l.limit(),
-        "available {} in_flight {} debt {} limit {}",
-        l.available(),
-        l.in_flight(),
-        l.debt(),
-        l.limit()
-    );
-}
-
-/// A small deterministic generator (64-bit LCG, top bits).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        self.0 >> 33
-    }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-struct Sentinel;
-
-impl std::fmt::Display for Sentinel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("sentinel")
-    }
-}
-
-impl std::error::Error for Sentinel {}
+mod common;
+use common::*;
 
 // ===========================================================================
 // Normative contracts

@@ -20,110 +20,20 @@
 
 use std::convert::Infallible;
 use std::error::Error as _;
-use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
 use adaptx::{
     AcquireError, AcquireTimeoutError, Aimd, Algorithm, Builder, ControlLaw, DrainTimeoutError,
-    ExecuteError, Gradient, Limiter, ManualClock, Outcome, OwnedPermit, TryAcquireError,
-    TryExecuteError, Vegas, WindowSummary,
+    ExecuteError, Gradient, Limiter, ManualClock, Outcome, TryAcquireError, TryExecuteError, Vegas,
+    WindowSummary,
 };
 
-const MS: Duration = Duration::from_millis(1);
-const WINDOW: Duration = Duration::from_secs(1);
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-/// Go's `adaptOpts(clk)`: warmup 0, jitter 0, 1 s windows, a manual clock.
-fn adapt_opts(clock: &ManualClock) -> Builder {
-    Limiter::builder()
-        .clock(clock.clone())
-        .warmup_samples(0)
-        .jitter(0.0)
-        .sample_window(WINDOW)
-}
-
-/// A limiter on a manual clock, with the permits a test holds.
-struct Rig {
-    clock: ManualClock,
-    limiter: Limiter,
-    held: Vec<OwnedPermit>,
-}
-
-impl Rig {
-    fn new(configure: impl FnOnce(Builder) -> Builder) -> Self {
-        let clock = ManualClock::new();
-        let limiter = configure(adapt_opts(&clock))
-            .build()
-            .expect("valid configuration");
-        Self {
-            clock,
-            limiter,
-            held: Vec::new(),
-        }
-    }
-
-    /// Takes every free permit: in-flight reaches the limit for real.
-    fn saturate(&mut self) {
-        while let Ok(p) = self.limiter.try_acquire_owned() {
-            self.held.push(p);
-        }
-    }
-
-    /// Records one outcome through a held permit while the limiter is
-    /// saturated (the completion sees in-flight = limit), then refills.
-    fn record_saturated(&mut self, outcome: Outcome, latency: Duration) {
-        self.saturate();
-        let p = self.held.pop().expect("a held permit");
-        p.record_with_latency(outcome, latency);
-        self.saturate();
-    }
-
-    /// Records one outcome through a fresh permit (in-flight is the held
-    /// permits plus this one).
-    fn record_idle(&self, outcome: Outcome, latency: Duration) {
-        self.limiter
-            .try_acquire()
-            .expect("a free permit")
-            .record_with_latency(outcome, latency);
-    }
-
-    fn advance(&self) {
-        self.clock.advance(WINDOW);
-    }
-
-    /// One saturated window of two samples; returns the limit after it.
-    fn saturated_window2(&mut self, first: Duration, second: Duration) -> usize {
-        self.record_saturated(Outcome::Success, first);
-        self.advance();
-        self.record_saturated(Outcome::Success, second);
-        self.limiter.limit()
-    }
-
-    /// One saturated window of successes with `latency`.
-    fn saturated_window(&mut self, latency: Duration) -> usize {
-        self.saturated_window2(latency, latency)
-    }
-
-    /// One window of unsaturated completions.
-    fn idle_window(&self, outcome: Outcome, latency: Duration) -> usize {
-        self.record_idle(outcome, latency);
-        self.advance();
-        self.record_idle(outcome, latency);
-        self.limiter.limit()
-    }
-}
-
-/// Polls a future once with a waker that does nothing.
-fn poll_once<F: Future>(fut: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-    fut.poll(&mut Context::from_waker(Waker::noop()))
-}
+mod common;
+use common::*;
 
 /// A clean window summary for the law-level vectors (white-box Go tests read
 /// the law directly; our laws are public, so these go through the trait).
@@ -139,17 +49,6 @@ fn summary(limit: usize, r: f64, floor: Option<f64>, avg: Option<f64>) -> Window
         rtt_average_nanos: avg,
     }
 }
-
-#[derive(Debug, PartialEq, Eq)]
-struct Sentinel;
-
-impl std::fmt::Display for Sentinel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("sentinel")
-    }
-}
-
-impl std::error::Error for Sentinel {}
 
 // ---------------------------------------------------------------------------
 // Construction
