@@ -1,4 +1,5 @@
 #![doc = include_str!("../../../README.md")]
+#![forbid(unsafe_code)]
 
 mod clock;
 mod defaults;

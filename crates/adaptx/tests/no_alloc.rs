@@ -1,0 +1,334 @@
+//! Proves that the limiter's hot path never touches the heap.
+//!
+//! A counting global allocator wraps [`System`]. Counting is armed per thread
+//! (a const-initialized thread-local flag), only around the measured section,
+//! so the test harness and other tests running on other threads cannot
+//! disturb the count. The first few allocations or deallocations seen while
+//! armed print their size and a backtrace, so a failure names its culprit.
+//!
+//! Measured: `try_acquire` with `success`, `failure`, `record_with_latency`,
+//! `record_skipped` and drop; `try_acquire_owned`; rejections; `allow`,
+//! `limit`, `in_flight`; completions that close a window and run the law
+//! with the limit moving both ways; and the async `acquire` future, which
+//! must complete on its first poll when a permit is free.
+#![allow(unsafe_code)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::backtrace::Backtrace;
+use std::cell::Cell;
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use adaptx::{Limiter, ManualClock, Outcome, TryAcquireError};
+
+/// Backtraces printed per thread at most (each one allocates, unarmed).
+const MAX_REPORTS: u32 = 3;
+
+thread_local! {
+    /// Whether heap operations on this thread are counted.
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+    /// Allocations (`alloc`, `alloc_zeroed`, `realloc`) while armed.
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    /// Deallocations while armed.
+    static FREES: Cell<u64> = const { Cell::new(0) };
+    /// Backtraces printed so far.
+    static REPORTS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Counts one heap operation if this thread is armed, and reports it.
+fn note(what: &'static str, size: usize, counter: &'static std::thread::LocalKey<Cell<u64>>) {
+    // `try_with`: the allocator also runs while thread-locals are torn down.
+    let armed = ARMED.try_with(Cell::get).unwrap_or(false);
+    if !armed {
+        return;
+    }
+    let _ = counter.try_with(|c| c.set(c.get() + 1));
+    let reports = REPORTS.try_with(Cell::get).unwrap_or(MAX_REPORTS);
+    if reports < MAX_REPORTS {
+        // Disarm while reporting: printing and capturing allocate.
+        ARMED.with(|a| a.set(false));
+        REPORTS.with(|r| r.set(reports + 1));
+        eprintln!(
+            "unexpected {what} of {size} bytes on the hot path:\n{}",
+            Backtrace::force_capture()
+        );
+        ARMED.with(|a| a.set(true));
+    }
+}
+
+/// [`System`], counting heap operations on armed threads.
+struct Counting;
+
+// SAFETY: every method forwards its arguments unchanged to `System`, which
+// upholds the `GlobalAlloc` contract; the counting touches only
+// const-initialized thread-locals and never allocates while armed.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note("allocation", layout.size(), &ALLOCS);
+        // SAFETY: forwards the caller's layout, with the caller's guarantees,
+        // to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note("zeroed allocation", layout.size(), &ALLOCS);
+        // SAFETY: forwards the caller's layout, with the caller's guarantees,
+        // to the system allocator.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note("reallocation", new_size, &ALLOCS);
+        // SAFETY: forwards the caller's block, layout and size, with the
+        // caller's guarantees, to the system allocator that allocated it.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        note("deallocation", layout.size(), &FREES);
+        // SAFETY: forwards the caller's block and layout, with the caller's
+        // guarantees, to the system allocator that allocated it.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Runs `f` with counting armed on this thread; returns `f`'s result and the
+/// numbers of allocations and deallocations it performed.
+fn counting<R>(f: impl FnOnce() -> R) -> (R, u64, u64) {
+    ALLOCS.with(|c| c.set(0));
+    FREES.with(|c| c.set(0));
+    ARMED.with(|a| a.set(true));
+    let r = f();
+    ARMED.with(|a| a.set(false));
+    (r, ALLOCS.with(Cell::get), FREES.with(Cell::get))
+}
+
+/// Asserts that `f` neither allocates nor frees.
+fn assert_no_alloc<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    let (r, allocs, frees) = counting(f);
+    assert_eq!(
+        (allocs, frees),
+        (0, 0),
+        "{what}: {allocs} allocations and {frees} deallocations (backtraces above)"
+    );
+    r
+}
+
+const N: usize = 10_000;
+const LATENCY: Duration = Duration::from_micros(250);
+
+#[test]
+fn the_counter_sees_allocations() {
+    // Expected allocations: no backtrace.
+    REPORTS.with(|r| r.set(MAX_REPORTS));
+    let (_, allocs, frees) = counting(|| drop(black_box(vec![1u8; 64])));
+    assert_eq!((allocs, frees), (1, 1));
+}
+
+#[test]
+fn the_counter_sees_the_library_allocate() {
+    // A queued waiter is the one admission path that allocates (its queue
+    // node): proof that the counter sees allocations made inside the crate.
+    REPORTS.with(|r| r.set(MAX_REPORTS));
+    let l = Limiter::builder()
+        .initial_limit(1)
+        .build()
+        .expect("valid configuration");
+    let held = l.try_acquire().expect("free");
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut fut = pin!(l.acquire());
+    let (pending, allocs, _) = counting(|| fut.as_mut().poll(&mut cx).is_pending());
+    assert!(pending);
+    assert!(allocs > 0, "the queued waiter's node was not counted");
+    held.success();
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(Ok(p)) => p.success(),
+        other => panic!("the released permit goes to the waiter: {other:?}"),
+    }
+}
+
+#[test]
+fn admission_and_completion_do_not_allocate() {
+    // The default system clock and 1 s windows: a window may close mid-run,
+    // which is part of what is measured.
+    let l = Limiter::builder()
+        .initial_limit(1000)
+        .max_limit(1000)
+        .warmup_samples(0)
+        .build()
+        .expect("valid configuration");
+    // Warm up every path once (first calls, lazy statics).
+    l.try_acquire().expect("free").success();
+    l.try_acquire().expect("free").failure();
+    l.try_acquire()
+        .expect("free")
+        .record_with_latency(Outcome::Success, LATENCY);
+    l.try_acquire()
+        .expect("free")
+        .record_skipped(Outcome::Success);
+    drop(l.try_acquire().expect("free"));
+    drop(l.try_acquire_owned().expect("free"));
+
+    assert_no_alloc("try_acquire + success/failure", || {
+        for i in 0..N {
+            let p = l.try_acquire().expect("free");
+            if i % 16 == 0 {
+                p.failure()
+            } else {
+                p.success()
+            }
+        }
+    });
+    assert_no_alloc("try_acquire + record_with_latency", || {
+        for _ in 0..N {
+            l.try_acquire()
+                .expect("free")
+                .record_with_latency(Outcome::Success, LATENCY);
+        }
+    });
+    assert_no_alloc("try_acquire + record_skipped", || {
+        for i in 0..N {
+            l.try_acquire()
+                .expect("free")
+                .record_skipped(Outcome::from_success(i % 2 == 0));
+        }
+    });
+    assert_no_alloc("try_acquire + drop", || {
+        for _ in 0..N {
+            drop(l.try_acquire().expect("free"));
+        }
+    });
+    assert_no_alloc("try_acquire_owned + success", || {
+        for _ in 0..N {
+            l.try_acquire_owned().expect("free").success();
+        }
+    });
+    let reads = assert_no_alloc("allow / limit / in_flight", || {
+        let mut acc = 0usize;
+        for _ in 0..N {
+            acc += usize::from(black_box(&l).allow());
+            acc += black_box(&l).limit();
+            acc += black_box(&l).in_flight();
+        }
+        acc
+    });
+    assert_eq!(reads, N * 1001);
+
+    let s = l.stats();
+    assert_eq!(s.in_flight, 0);
+    assert_eq!(s.dropped, N as u64 + 2);
+}
+
+#[test]
+fn rejection_does_not_allocate() {
+    let l = Limiter::builder()
+        .initial_limit(1)
+        .build()
+        .expect("valid configuration");
+    let held = l.try_acquire().expect("free");
+    assert_eq!(l.try_acquire().err(), Some(TryAcquireError::NoCapacity));
+    assert_no_alloc("rejected try_acquire", || {
+        for _ in 0..N {
+            assert!(l.try_acquire().is_err());
+            assert!(!l.allow());
+        }
+    });
+    held.success();
+    l.close();
+    assert_no_alloc("try_acquire after close", || {
+        for _ in 0..N {
+            assert_eq!(l.try_acquire().err(), Some(TryAcquireError::Closed));
+        }
+    });
+}
+
+#[test]
+fn window_closes_do_not_allocate() {
+    const WINDOW: Duration = Duration::from_secs(1);
+    const MAX: usize = 64;
+    const ROUNDS: usize = 2_000;
+    let clock = ManualClock::new();
+    let l = Limiter::builder()
+        .clock(clock.clone())
+        .initial_limit(4)
+        .max_limit(MAX)
+        .sample_window(WINDOW)
+        .warmup_samples(0)
+        .jitter(0.0)
+        .build()
+        .expect("valid configuration");
+    let mut held = Vec::with_capacity(MAX);
+    // Warm up one round (the first close takes the control mutex, etc.).
+    held.push(l.try_acquire().expect("free"));
+    clock.advance(WINDOW);
+    for p in held.drain(..) {
+        p.record_with_latency(Outcome::Success, LATENCY);
+    }
+
+    let mut limits = Vec::with_capacity(ROUNDS);
+    assert_no_alloc("saturated windows closing, AIMD moving the limit", || {
+        for round in 0..ROUNDS {
+            // Saturate: hold every permit, so the window's peak reaches the
+            // limit and AIMD grows it; every fifth window fails and halves it.
+            while let Ok(p) = l.try_acquire() {
+                held.push(p);
+            }
+            clock.advance(WINDOW);
+            let outcome = Outcome::from_success(round % 5 != 4);
+            // The first completion finds the window over: it closes it and
+            // runs the law.
+            for p in held.drain(..) {
+                p.record_with_latency(outcome, LATENCY);
+            }
+            limits.push(l.limit());
+        }
+    });
+
+    let s = l.stats();
+    assert!(s.increases > 0 && s.decreases > 0, "the limit moved: {s:?}");
+    assert!(limits.windows(2).any(|w| w[1] > w[0]));
+    assert!(limits.windows(2).any(|w| w[1] < w[0]));
+    assert_eq!(l.in_flight(), 0);
+}
+
+#[test]
+fn ready_acquire_completes_on_first_poll_without_allocating() {
+    let l = Limiter::builder()
+        .initial_limit(1000)
+        .max_limit(1000)
+        .build()
+        .expect("valid configuration");
+    let mut cx = Context::from_waker(Waker::noop());
+    // Warm up.
+    match pin!(l.acquire()).poll(&mut cx) {
+        Poll::Ready(Ok(p)) => p.success(),
+        other => panic!("a free permit must be ready on the first poll: {other:?}"),
+    }
+
+    assert_no_alloc("acquire() polled once", || {
+        for i in 0..N {
+            let mut fut = pin!(l.acquire());
+            match fut.as_mut().poll(&mut cx) {
+                Poll::Ready(Ok(p)) if i % 2 == 0 => p.success(),
+                Poll::Ready(Ok(p)) => drop(p),
+                other => panic!("a free permit must be ready on the first poll: {other:?}"),
+            }
+        }
+    });
+    assert_no_alloc("acquire_owned() polled once", || {
+        for _ in 0..N {
+            let mut fut = pin!(l.acquire_owned());
+            match fut.as_mut().poll(&mut cx) {
+                Poll::Ready(Ok(p)) => p.success(),
+                other => panic!("a free permit must be ready on the first poll: {other:?}"),
+            }
+        }
+    });
+    assert_eq!(l.in_flight(), 0);
+}
