@@ -127,13 +127,21 @@ impl Histogram {
         self.buckets[bucket_index(nanos)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Sets every bucket to 0 (`Relaxed` stores).
+    /// Empties the histogram and returns how many samples it held.
     ///
-    /// Records racing with `clear` may or may not survive it.
-    pub(crate) fn clear(&self) {
-        for bucket in self.buckets.iter() {
-            bucket.store(0, Ordering::Relaxed);
-        }
+    /// Each bucket is swapped to 0, so a record racing with this is either
+    /// counted in the result or stays in the histogram: nothing is lost.
+    pub(crate) fn take_count(&self) -> u64 {
+        self.buckets.iter().fold(0u64, |acc, b| {
+            acc.saturating_add(b.swap(0, Ordering::Relaxed))
+        })
+    }
+
+    /// Samples recorded (`Relaxed` loads).
+    pub(crate) fn count(&self) -> u64 {
+        self.buckets
+            .iter()
+            .fold(0u64, |acc, b| acc.saturating_add(b.load(Ordering::Relaxed)))
     }
 
     /// Adds this histogram's counts into `out` (`Relaxed` loads), for building
@@ -157,11 +165,9 @@ impl Default for Histogram {
 
 impl fmt::Debug for Histogram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let count = self
-            .buckets
-            .iter()
-            .fold(0u64, |acc, b| acc.saturating_add(b.load(Ordering::Relaxed)));
-        f.debug_struct("Histogram").field("count", &count).finish()
+        f.debug_struct("Histogram")
+            .field("count", &self.count())
+            .finish()
     }
 }
 
@@ -514,12 +520,14 @@ mod tests {
     }
 
     #[test]
-    fn clear_empties() {
+    fn take_count_empties() {
         let h = Histogram::new();
         for v in [1, 1000, 1_000_000, u64::MAX] {
             h.record(v);
         }
-        h.clear();
+        assert_eq!(h.count(), 4);
+        assert_eq!(h.take_count(), 4);
+        assert_eq!(h.count(), 0);
         let mut c = Counts::new();
         h.add_to(&mut c);
         assert_eq!(c.count(), 0);

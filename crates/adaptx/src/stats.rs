@@ -8,7 +8,9 @@ use crate::histogram::Counts;
 /// [`Limiter::stats`](crate::Limiter::stats).
 ///
 /// Counters run from construction or the last
-/// [`reset_stats`](crate::Limiter::reset_stats). With the `serde` feature it
+/// [`reset_stats`](crate::Limiter::reset_stats). The latency fields describe
+/// recent *successful* operations: a fast rejection or a timeout says nothing
+/// about how long the backend takes to serve. With the `serde` feature it
 /// serializes with latencies as integer nanoseconds (the reference's JSON).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
@@ -39,7 +41,7 @@ pub struct Stats {
     pub increases: u64,
     /// Windows that lowered the limit.
     pub decreases: u64,
-    /// Number of recent latency samples the latency fields summarize.
+    /// Number of recent successful latency samples the latency fields summarize.
     pub latency_samples: u64,
     /// Mean of recent latency samples (not the controller's EMA).
     #[cfg_attr(

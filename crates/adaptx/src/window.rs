@@ -3,10 +3,18 @@
 //!
 //! # Implementation details
 //!
-//! Completions add to the window without a lock: cumulative atomic counters
-//! (`ok`, `fail`, `rtt_sum`) that only grow, per-window extremes (`min_rtt`,
-//! `peak`) that only move one way, and one bucket of the current latency
-//! histogram. The window start is an atomic timestamp; the completion that
+//! Completions add to the window without a lock: a success adds to one
+//! bucket of the current latency histogram, a failure to the cumulative
+//! `fail` counter; both add to the cumulative `rtt_sum`; the per-window
+//! extremes (`min_rtt`, `peak`) only move one way. That is two atomic
+//! read-modify-writes per sample on the common path.
+//!
+//! Successes are not counted separately: their number is the sum of the
+//! histograms' buckets plus what earlier rotations folded away, computed
+//! under the controller mutex (by the closer and by `stats`). A rotation
+//! empties a histogram with one `swap(0)` per bucket, so a record racing with
+//! it is counted either in the folded total or in the histogram — never lost,
+//! never twice — and the success count read under the mutex never goes back. The window start is an atomic timestamp; the completion that
 //! finds the window over claims it with one CAS on the start and is the only
 //! one that runs the law for it.
 //!
@@ -43,7 +51,6 @@ impl<T> std::ops::Deref for Padded<T> {
 /// Lock-free per-window accumulators.
 #[derive(Debug)]
 pub(crate) struct Window {
-    pub(crate) ok: AtomicU64,
     pub(crate) fail: AtomicU64,
     pub(crate) rtt_sum: AtomicU64,
     pub(crate) min_rtt: AtomicU64,
@@ -56,7 +63,6 @@ pub(crate) struct Window {
 impl Window {
     pub(crate) fn new(start: u64) -> Self {
         Self {
-            ok: AtomicU64::new(0),
             fail: AtomicU64::new(0),
             rtt_sum: AtomicU64::new(0),
             min_rtt: AtomicU64::new(u64::MAX),
@@ -71,13 +77,12 @@ impl Window {
     #[inline]
     pub(crate) fn add(&self, success: bool, nanos: u64, in_flight: usize) {
         if success {
-            self.ok.fetch_add(1, Ordering::Relaxed);
+            let cur = self.epoch.load(Ordering::Relaxed) as usize & 1;
+            self.hist[cur].record(nanos);
         } else {
             self.fail.fetch_add(1, Ordering::Relaxed);
         }
         self.rtt_sum.fetch_add(nanos, Ordering::Relaxed);
-        let cur = self.epoch.load(Ordering::Relaxed) as usize & 1;
-        self.hist[cur].record(nanos);
         if nanos < self.min_rtt.load(Ordering::Relaxed) {
             self.min_rtt.fetch_min(nanos, Ordering::Relaxed);
         }
@@ -87,12 +92,9 @@ impl Window {
         }
     }
 
-    /// Samples recorded since construction or reset (successes, failures).
-    pub(crate) fn totals(&self) -> (u64, u64) {
-        (
-            self.ok.load(Ordering::Relaxed),
-            self.fail.load(Ordering::Relaxed),
-        )
+    /// Successful samples still in the histograms.
+    fn live_ok(&self) -> u64 {
+        self.hist[0].count().saturating_add(self.hist[1].count())
     }
 
     /// Adds the latency samples of the window in progress and, while that is
@@ -111,21 +113,22 @@ impl Window {
         }
     }
 
-    /// Switches the histograms: the current one becomes the previous one.
-    fn rotate(&self) {
+    /// Switches the histograms: the current one becomes the previous one and
+    /// the one before that is emptied; returns how many samples it held.
+    fn rotate(&self) -> u64 {
         let next = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
-        self.hist[next as usize & 1].clear();
+        let folded = self.hist[next as usize & 1].take_count();
         self.epoch.store(next, Ordering::Release);
+        folded
     }
 
     fn clear(&self, now: u64) {
-        self.ok.store(0, Ordering::Relaxed);
         self.fail.store(0, Ordering::Relaxed);
         self.rtt_sum.store(0, Ordering::Relaxed);
         self.min_rtt.store(u64::MAX, Ordering::Relaxed);
         self.peak.store(0, Ordering::Relaxed);
-        self.hist[0].clear();
-        self.hist[1].clear();
+        self.hist[0].take_count();
+        self.hist[1].take_count();
         self.start.store(now, Ordering::Release);
     }
 }
@@ -152,6 +155,8 @@ pub(crate) struct Control {
     avg: Option<f64>,
     /// RTT_min, ns.
     floor: Option<f64>,
+    /// Successful samples emptied out of the histograms by rotations.
+    folded_ok: u64,
     last_ok: u64,
     last_fail: u64,
     last_rtt: u64,
@@ -172,6 +177,7 @@ impl Control {
             seed,
             avg: None,
             floor: None,
+            folded_ok: 0,
             last_ok: 0,
             last_fail: 0,
             last_rtt: 0,
@@ -184,9 +190,18 @@ impl Control {
         self.rng = fastrand::Rng::with_seed(self.seed);
         self.avg = None;
         self.floor = None;
+        self.folded_ok = 0;
         self.last_ok = 0;
         self.last_fail = 0;
         self.last_rtt = 0;
+    }
+
+    /// Samples recorded since construction or reset: (successes, failures).
+    pub(crate) fn totals(&self, w: &Window) -> (u64, u64) {
+        (
+            self.folded_ok.saturating_add(w.live_ok()),
+            w.fail.load(Ordering::Relaxed),
+        )
     }
 
     /// The smoothed mean latency the controller uses.
@@ -211,12 +226,11 @@ impl Control {
         now: u64,
         adapt: bool,
     ) -> Option<Decision> {
-        let ok = w.ok.load(Ordering::Relaxed);
-        let fail = w.fail.load(Ordering::Relaxed);
+        let (ok, fail) = self.totals(w);
         let rtt = w.rtt_sum.load(Ordering::Relaxed);
         let min_rtt = w.min_rtt.swap(u64::MAX, Ordering::Relaxed);
         let peak = w.peak.swap(0, Ordering::Relaxed);
-        w.rotate();
+        self.folded_ok = self.folded_ok.saturating_add(w.rotate());
 
         let ok_n = ok.wrapping_sub(self.last_ok);
         let fail_n = fail.wrapping_sub(self.last_fail);

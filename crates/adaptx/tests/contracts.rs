@@ -1095,3 +1095,22 @@ fn improvement_9_completions_lock_free_single_closer() {
     assert_eq!(s.success, (64..84).sum::<usize>() as u64);
     assert_eq!(s.decreases, 0);
 }
+
+/// Latency statistics describe successes; failures still count and still
+/// reach the control law's window mean.
+#[test]
+fn difference_latency_stats_describe_successes() {
+    let rig = Rig::new(|b| b.sample_window(Duration::from_secs(3600)));
+    for _ in 0..10 {
+        rig.record_idle(Outcome::Success, ms(40));
+    }
+    for _ in 0..30 {
+        rig.record_idle(Outcome::Failure, ms(2));
+    }
+    let s = rig.limiter.stats();
+    assert_eq!((s.success, s.failures, s.latency_samples), (10, 30, 10));
+    let within = |d: Duration| (d.as_secs_f64() / 0.040 - 1.0).abs() < 0.01;
+    assert!(within(s.p50_latency), "{:?}", s.p50_latency);
+    assert!(within(s.min_latency), "{:?}", s.min_latency);
+    assert!(within(s.avg_latency), "{:?}", s.avg_latency);
+}

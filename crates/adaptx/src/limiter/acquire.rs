@@ -48,13 +48,23 @@ impl<'a> Acquire<'a> {
 impl<'a> Future for Acquire<'a> {
     type Output = Result<Permit<'a>, AcquireError>;
 
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
         let Some(holder) = this.holder.as_ref() else {
             panic!("`Acquire` polled after completion");
         };
         this.polled = true;
-        match holder.pool().poll_acquire(&mut this.node, cx) {
+        // Fast path: a free permit on the first poll, with no queue work.
+        let polled = if this.node.is_none() {
+            match holder.pool().try_acquire() {
+                Ok(a) => Poll::Ready(Ok(a)),
+                Err(_) => holder.pool().poll_acquire(&mut this.node, cx),
+            }
+        } else {
+            holder.pool().poll_acquire(&mut this.node, cx)
+        };
+        match polled {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(admission)) => {
                 let Some(holder) = this.holder.take() else {

@@ -450,14 +450,15 @@ impl Limiter {
     ///
     /// The snapshot is self-consistent: `total == success + failures +
     /// dropped + in_flight`, `min ≤ p50 ≤ p99 ≤ max`. Latency fields summarize
-    /// the samples of the window in progress and, while that window is younger
-    /// than one sample window, of the window before it; they come from a
+    /// the successful samples of the window in progress and, while that window
+    /// is younger than one sample window, of the window before it; they come
+    /// from a
     /// fixed-bucket histogram (within 1 % of the exact values) and cost
     /// no sort. All zero when there is no recent sample.
     pub fn stats(&self) -> Stats {
         let inner = &*self.inner;
         let c = &inner.counters;
-        let (ok, fail) = inner.window.totals();
+        let (ok, fail) = lock(&inner.control).totals(&inner.window);
         let skipped_ok = c.skipped_ok.load(Ordering::Relaxed);
         let skipped_fail = c.skipped_fail.load(Ordering::Relaxed);
         let dropped = c.dropped.load(Ordering::Relaxed);
