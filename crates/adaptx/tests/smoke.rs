@@ -69,3 +69,30 @@ async fn execute_catches_panic() {
     assert_eq!(l.in_flight(), 0);
     assert_eq!(l.stats().failures, 1);
 }
+
+/// `TokioClock` follows tokio's paused time, so windows close on
+/// `tokio::time::advance` without any wall-clock wait.
+#[tokio::test(start_paused = true)]
+async fn tokio_clock_follows_paused_time() {
+    let l = Limiter::builder()
+        .clock(adaptx::TokioClock::new())
+        .warmup_samples(0)
+        .jitter(0.0)
+        .initial_limit(2)
+        .build()
+        .unwrap();
+    let a = l.acquire().await.unwrap();
+    let b = l.acquire().await.unwrap();
+    tokio::time::advance(Duration::from_millis(30)).await;
+    a.success();
+    assert_eq!(l.limit(), 2, "the window is still open");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let c = l.acquire().await.unwrap();
+    b.success(); // closes the window saturated (in flight 2 of 2)
+    assert_eq!(l.limit(), 3);
+    let s = l.stats();
+    assert_eq!(s.latency_samples, 2);
+    // Histogram buckets are within 1 % of the exact value.
+    assert!((s.max_latency.as_secs_f64() / 1.030 - 1.0).abs() < 0.01);
+    c.success();
+}
