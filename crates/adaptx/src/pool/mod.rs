@@ -662,3 +662,9 @@ mod tests {
         assert_eq!(wk.0.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }
+
+#[cfg(all(test, not(adaptx_loom)))]
+mod tests_prop;
+
+#[cfg(all(test, adaptx_loom))]
+mod loom;
