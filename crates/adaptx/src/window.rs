@@ -3,35 +3,49 @@
 //!
 //! # Implementation details
 //!
-//! Completions add to the window without a lock: a success adds to one
-//! bucket of the current latency histogram, a failure to the cumulative
-//! `fail` counter; both add to the cumulative `rtt_sum`; the per-window
-//! extremes (`min_rtt`, `peak`) only move one way. That is two atomic
-//! read-modify-writes per sample on the common path.
+//! Completions add to the window without a lock. The sample counters are
+//! split into [`STRIPES`] stripes, one per group of threads (a thread keeps
+//! the stripe it was given on first use), each on its own cache lines: a
+//! success adds to one bucket of its stripe's current latency histogram, a
+//! failure to its stripe's cumulative `fail` counter; both add to the
+//! stripe's cumulative `rtt_sum`. That is two atomic read-modify-writes per
+//! sample, on lines that threads of other stripes do not touch. The shared
+//! per-window extremes (`min_rtt`, `peak`) are read on every sample but
+//! written only when they move, and they share the limiter's hot cache line
+//! with the permit state word, which every operation touches anyway.
 //!
 //! Successes are not counted separately: their number is the sum of the
 //! histograms' buckets plus what earlier rotations folded away, computed
 //! under the controller mutex (by the closer and by `stats`). A rotation
-//! empties a histogram with one `swap(0)` per bucket, so a record racing with
-//! it is counted either in the folded total or in the histogram — never lost,
-//! never twice — and the success count read under the mutex never goes back. The window start is an atomic timestamp; the completion that
-//! finds the window over claims it with one CAS on the start and is the only
-//! one that runs the law for it.
+//! empties a histogram with one `swap(0)` per non-empty bucket, so a record
+//! racing with it is counted either in the folded total or in the histogram
+//! — never lost, never twice — and the success count read under the mutex
+//! never goes back.
 //!
-//! The closer takes the controller mutex (uncontended: at most one closer per
-//! window) and computes the window's counts as differences of the cumulative
-//! counters since the previous close, so every sample lands in exactly one
-//! window. A sample that races with a close may have its count and its
-//! latency fall into neighbouring windows; the laws tolerate that.
+//! The window start is an atomic timestamp; the completion that finds the
+//! window over claims it with one CAS on the start and is the only one that
+//! runs the law for it. The closer takes the controller mutex (uncontended:
+//! at most one closer per window) and computes the window's counts as
+//! differences of the cumulative counters since the previous close, so every
+//! sample lands in exactly one window. A sample that races with a close may
+//! have its count and its latency fall into neighbouring windows; the laws
+//! tolerate that.
 //!
-//! Two latency histograms alternate: the current window records into one,
-//! the previous window's stays readable for [`Stats`](crate::Stats).
+//! Two latency histograms per stripe alternate: the current window records
+//! into one, the previous window's stays readable for
+//! [`Stats`](crate::Stats).
 
+use std::cell::Cell;
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use crate::histogram::{Counts, Histogram};
 use crate::law::{ControlLaw, WindowSummary};
 use crate::sync::{AtomicU64, Ordering};
+
+/// Number of sample stripes: two keeps two contending threads apart at
+/// 4 × 30 KiB of histograms per limiter.
+pub(crate) const STRIPES: usize = 2;
 
 /// Pads a value to its own cache line pair so hot atomics written by
 /// different paths do not false-share.
@@ -48,41 +62,76 @@ impl<T> std::ops::Deref for Padded<T> {
     }
 }
 
-/// Lock-free per-window accumulators.
+thread_local! {
+    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// This thread's stripe: handed out round-robin on first use.
+#[inline]
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    STRIPE.with(|s| {
+        let mut i = s.get();
+        if i == usize::MAX {
+            i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % STRIPES;
+            s.set(i);
+        }
+        i
+    })
+}
+
+/// One stripe of sample counters.
 #[derive(Debug)]
+struct Stripe {
+    fail: AtomicU64,
+    rtt_sum: AtomicU64,
+    hist: [Histogram; 2],
+}
+
+impl Stripe {
+    fn new() -> Self {
+        Self {
+            fail: AtomicU64::new(0),
+            rtt_sum: AtomicU64::new(0),
+            hist: [Histogram::new(), Histogram::new()],
+        }
+    }
+}
+
+/// Lock-free per-window accumulators. `repr(C)` keeps the small shared
+/// fields together; the limiter places them on the permit state word's line.
+#[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Window {
-    pub(crate) fail: AtomicU64,
-    pub(crate) rtt_sum: AtomicU64,
     pub(crate) min_rtt: AtomicU64,
     pub(crate) peak: AtomicU64,
     pub(crate) start: AtomicU64,
     pub(crate) epoch: AtomicU64,
-    hist: [Histogram; 2],
+    stripes: Box<[Padded<Stripe>; STRIPES]>,
 }
 
 impl Window {
     pub(crate) fn new(start: u64) -> Self {
         Self {
-            fail: AtomicU64::new(0),
-            rtt_sum: AtomicU64::new(0),
             min_rtt: AtomicU64::new(u64::MAX),
             peak: AtomicU64::new(0),
             start: AtomicU64::new(start),
             epoch: AtomicU64::new(0),
-            hist: [Histogram::new(), Histogram::new()],
+            stripes: Box::new(std::array::from_fn(|_| Padded(Stripe::new()))),
         }
     }
 
     /// Adds one latency sample. No lock, no allocation.
     #[inline]
     pub(crate) fn add(&self, success: bool, nanos: u64, in_flight: usize) {
+        let s = &self.stripes[stripe()];
         if success {
             let cur = self.epoch.load(Ordering::Relaxed) as usize & 1;
-            self.hist[cur].record(nanos);
+            s.hist[cur].record(nanos);
         } else {
-            self.fail.fetch_add(1, Ordering::Relaxed);
+            s.fail.fetch_add(1, Ordering::Relaxed);
         }
-        self.rtt_sum.fetch_add(nanos, Ordering::Relaxed);
+        s.rtt_sum.fetch_add(nanos, Ordering::Relaxed);
         if nanos < self.min_rtt.load(Ordering::Relaxed) {
             self.min_rtt.fetch_min(nanos, Ordering::Relaxed);
         }
@@ -92,24 +141,43 @@ impl Window {
         }
     }
 
-    /// Successful samples still in the histograms.
-    fn live_ok(&self) -> u64 {
-        self.hist[0].count().saturating_add(self.hist[1].count())
+    /// Sums `f` over the stripes.
+    fn sum(&self, f: impl Fn(&Stripe) -> u64) -> u64 {
+        self.stripes
+            .iter()
+            .fold(0u64, |acc, s| acc.wrapping_add(f(s)))
     }
 
-    /// Adds the latency samples of the window in progress and, while that is
-    /// younger than one window, of the window before it, into `out`.
+    /// Successful samples still in the histograms.
+    fn live_ok(&self) -> u64 {
+        self.sum(|s| s.hist[0].count().wrapping_add(s.hist[1].count()))
+    }
+
+    fn fails(&self) -> u64 {
+        self.sum(|s| s.fail.load(Ordering::Relaxed))
+    }
+
+    fn rtt_sum(&self) -> u64 {
+        self.sum(|s| s.rtt_sum.load(Ordering::Relaxed))
+    }
+
+    /// Adds the successful latency samples of the window in progress and,
+    /// while that is younger than one window, of the window before it, into
+    /// `out`.
     pub(crate) fn recent_latencies(&self, now: u64, window: u64, out: &mut Counts) {
         let start = self.start.load(Ordering::Acquire);
         let age = now.saturating_sub(start);
         let cur = self.epoch.load(Ordering::Acquire) as usize & 1;
-        // A sample at `t >= start + window` would have closed the window, so
-        // every sample of the current window is older than `age - window`.
-        if age < window.saturating_mul(2) {
-            self.hist[cur].add_to(out);
-        }
-        if age < window {
-            self.hist[cur ^ 1].add_to(out);
+        for s in self.stripes.iter() {
+            // A sample at `t >= start + window` would have closed the window,
+            // so every sample of the current window is older than
+            // `age - window`.
+            if age < window.saturating_mul(2) {
+                s.hist[cur].add_to(out);
+            }
+            if age < window {
+                s.hist[cur ^ 1].add_to(out);
+            }
         }
     }
 
@@ -117,18 +185,20 @@ impl Window {
     /// the one before that is emptied; returns how many samples it held.
     fn rotate(&self) -> u64 {
         let next = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
-        let folded = self.hist[next as usize & 1].take_count();
+        let folded = self.sum(|s| s.hist[next as usize & 1].take_count());
         self.epoch.store(next, Ordering::Release);
         folded
     }
 
     fn clear(&self, now: u64) {
-        self.fail.store(0, Ordering::Relaxed);
-        self.rtt_sum.store(0, Ordering::Relaxed);
+        for s in self.stripes.iter() {
+            s.fail.store(0, Ordering::Relaxed);
+            s.rtt_sum.store(0, Ordering::Relaxed);
+            s.hist[0].take_count();
+            s.hist[1].take_count();
+        }
         self.min_rtt.store(u64::MAX, Ordering::Relaxed);
         self.peak.store(0, Ordering::Relaxed);
-        self.hist[0].take_count();
-        self.hist[1].take_count();
         self.start.store(now, Ordering::Release);
     }
 }
@@ -198,10 +268,7 @@ impl Control {
 
     /// Samples recorded since construction or reset: (successes, failures).
     pub(crate) fn totals(&self, w: &Window) -> (u64, u64) {
-        (
-            self.folded_ok.saturating_add(w.live_ok()),
-            w.fail.load(Ordering::Relaxed),
-        )
+        (self.folded_ok.wrapping_add(w.live_ok()), w.fails())
     }
 
     /// The smoothed mean latency the controller uses.
@@ -227,10 +294,10 @@ impl Control {
         adapt: bool,
     ) -> Option<Decision> {
         let (ok, fail) = self.totals(w);
-        let rtt = w.rtt_sum.load(Ordering::Relaxed);
+        let rtt = w.rtt_sum();
         let min_rtt = w.min_rtt.swap(u64::MAX, Ordering::Relaxed);
         let peak = w.peak.swap(0, Ordering::Relaxed);
-        self.folded_ok = self.folded_ok.saturating_add(w.rotate());
+        self.folded_ok = self.folded_ok.wrapping_add(w.rotate());
 
         let ok_n = ok.wrapping_sub(self.last_ok);
         let fail_n = fail.wrapping_sub(self.last_fail);

@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc as StdArc;
 use std::time::Duration;
 
-use super::{Counters, Inner, Limiter};
+use super::{Counters, Hot, Inner, Limiter};
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::defaults::*;
 use crate::error::{ConfigError, closed_closed, open_closed};
@@ -343,8 +343,10 @@ impl Builder {
         let algorithm = law.name();
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         Ok(Limiter::from_inner(Inner {
-            pool: Padded(Pool::new(initial)),
-            window: Padded(Window::new(now)),
+            hot: Padded(Hot {
+                pool: Pool::new(initial),
+                window: Window::new(now),
+            }),
             clock,
             window_nanos,
             initial_limit: initial,

@@ -70,7 +70,7 @@ pub struct Limiter {
 
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (limit, in_flight, closed) = self.inner.pool.snapshot();
+        let (limit, in_flight, closed) = self.inner.hot.pool.snapshot();
         f.debug_struct("Limiter")
             .field("algorithm", &self.inner.algorithm)
             .field("limit", &limit)
@@ -106,9 +106,17 @@ impl Counters {
     }
 }
 
+/// The fields every operation touches, on one cache line: the permit state
+/// word first, then the window's shared fields.
+#[derive(Debug)]
+#[repr(C)]
+struct Hot {
+    pool: Pool,
+    window: Window,
+}
+
 pub(crate) struct Inner {
-    pool: Padded<Pool>,
-    window: Padded<Window>,
+    hot: Padded<Hot>,
     clock: AnyClock,
     window_nanos: u64,
     initial_limit: usize,
@@ -144,7 +152,7 @@ impl Inner {
 
     #[inline]
     fn try_admit(&self) -> Result<Admission, TryFail> {
-        let r = self.pool.try_acquire();
+        let r = self.hot.pool.try_acquire();
         if r.is_err() {
             self.reject();
         }
@@ -153,7 +161,7 @@ impl Inner {
 
     #[inline]
     pub(crate) fn pool(&self) -> &Pool {
-        &self.pool
+        &self.hot.pool
     }
 
     pub(crate) fn reject(&self) {
@@ -171,8 +179,8 @@ impl Inner {
                 nanos,
                 now,
             } => {
-                let w = &self.window;
-                w.add(outcome.is_success(), nanos, self.pool.in_flight());
+                let w = &self.hot.window;
+                w.add(outcome.is_success(), nanos, self.hot.pool.in_flight());
                 let start = w.start.load(Ordering::Acquire);
                 if now.saturating_sub(start) >= self.window_nanos {
                     self.close_window(start, now);
@@ -190,7 +198,7 @@ impl Inner {
                 self.counters.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.pool.release();
+        self.hot.pool.release();
     }
 
     /// Runs at most once per window: the caller that wins the CAS on the
@@ -198,7 +206,7 @@ impl Inner {
     #[cold]
     #[inline(never)]
     fn close_window(&self, start: u64, now: u64) {
-        let w = &self.window;
+        let w = &self.hot.window;
         if w.start
             .compare_exchange(start, now, Ordering::AcqRel, Ordering::Relaxed)
             .is_err()
@@ -208,11 +216,11 @@ impl Inner {
         let decision = {
             let mut control = lock(&self.control);
             // Closed limiters keep their statistics but stop adapting.
-            let adapt = !self.pool.is_closed();
-            let limit = self.pool.limit();
+            let adapt = !self.hot.pool.is_closed();
+            let limit = self.hot.pool.limit();
             let d = control.close(w, &self.cfg, limit, start, now, adapt);
             if let Some(Decision { old, new }) = d {
-                self.pool.set_limit(new);
+                self.hot.pool.set_limit(new);
                 let c = if new > old {
                     &self.counters.increases
                 } else {
@@ -392,7 +400,7 @@ impl Limiter {
     /// to wait).
     fn try_acquire_quiet(&self) -> Result<Permit<'_>, TryFail> {
         let inner = &*self.inner;
-        let a = inner.pool.try_acquire()?;
+        let a = inner.hot.pool.try_acquire()?;
         Ok(Permit::new(Holder::Borrowed(inner), a, inner.now()))
     }
 
@@ -403,30 +411,30 @@ impl Limiter {
     /// atomic load; changes no counter.
     #[inline]
     pub fn allow(&self) -> bool {
-        let (limit, in_flight, closed) = self.inner.pool.snapshot();
+        let (limit, in_flight, closed) = self.inner.hot.pool.snapshot();
         !closed && in_flight < limit
     }
 
     /// The live limit (one atomic load).
     #[inline]
     pub fn limit(&self) -> usize {
-        self.inner.pool.limit()
+        self.inner.hot.pool.limit()
     }
 
     /// Operations admitted and not yet finished (one atomic load).
     #[inline]
     pub fn in_flight(&self) -> usize {
-        self.inner.pool.in_flight()
+        self.inner.hot.pool.in_flight()
     }
 
     /// Permits free right now.
     pub fn available(&self) -> usize {
-        self.inner.pool.available()
+        self.inner.hot.pool.available()
     }
 
     /// Shrink debt: held permits that will be retired instead of returned.
     pub fn debt(&self) -> usize {
-        self.inner.pool.debt()
+        self.inner.hot.pool.debt()
     }
 
     /// The name of the control law.
@@ -458,15 +466,15 @@ impl Limiter {
     pub fn stats(&self) -> Stats {
         let inner = &*self.inner;
         let c = &inner.counters;
-        let (ok, fail) = lock(&inner.control).totals(&inner.window);
+        let (ok, fail) = lock(&inner.control).totals(&inner.hot.window);
         let skipped_ok = c.skipped_ok.load(Ordering::Relaxed);
         let skipped_fail = c.skipped_fail.load(Ordering::Relaxed);
         let dropped = c.dropped.load(Ordering::Relaxed);
-        let (limit, in_flight, _) = inner.pool.snapshot();
+        let (limit, in_flight, _) = inner.hot.pool.snapshot();
         let mut counts = Counts::new();
         inner
+            .hot
             .window
-            .0
             .recent_latencies(inner.now(), inner.window_nanos, &mut counts);
         let success = ok.saturating_add(skipped_ok);
         let failures = fail.saturating_add(skipped_fail);
@@ -499,13 +507,13 @@ impl Limiter {
         let inner = &*self.inner;
         let mut control = lock(&inner.control);
         control.reset();
-        control.clear_window(&inner.window, inner.now());
+        control.clear_window(&inner.hot.window, inner.now());
         inner.counters.clear();
         let limit = inner
             .initial_limit
-            .max(inner.pool.in_flight())
+            .max(inner.hot.pool.in_flight())
             .min(inner.cfg.max_limit);
-        inner.pool.set_limit(limit);
+        inner.hot.pool.set_limit(limit);
     }
 
     /// Closes the limiter without waiting: every later admission fails with
@@ -513,12 +521,12 @@ impl Limiter {
     /// continues; its completions are still counted, but the limit no longer
     /// adapts. Idempotent. Returns `true` on the first call.
     pub fn close(&self) -> bool {
-        self.inner.pool.close()
+        self.inner.hot.pool.close()
     }
 
     /// Whether [`close`](Limiter::close) has been called.
     pub fn is_closed(&self) -> bool {
-        self.inner.pool.is_closed()
+        self.inner.hot.pool.is_closed()
     }
 
     /// Closes the limiter (as [`close`](Limiter::close)) and waits until no
@@ -533,7 +541,7 @@ impl Limiter {
     /// closed.
     pub fn drained(&self) -> Drained<'_> {
         self.close();
-        Drained::new(&self.inner.pool)
+        Drained::new(&self.inner.hot.pool)
     }
 
     /// Closes the limiter and waits at most `timeout` (on tokio's clock) for

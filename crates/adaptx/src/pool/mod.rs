@@ -149,10 +149,14 @@ struct Queue {
 }
 
 /// The permit engine. See the module documentation.
+///
+/// `repr(C)` and a boxed queue keep it two words, state first, so the limiter
+/// can share the state word's cache line with its other hot fields.
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct Pool {
     state: AtomicU64,
-    queue: Mutex<Queue>,
+    queue: Box<Mutex<Queue>>,
 }
 
 impl Pool {
@@ -161,7 +165,7 @@ impl Pool {
         debug_assert!(limit <= MAX_PERMITS);
         Self {
             state: AtomicU64::new(with_limit(0, limit)),
-            queue: Mutex::new(Queue::default()),
+            queue: Box::new(Mutex::new(Queue::default())),
         }
     }
 
