@@ -80,11 +80,26 @@ fn stripe() -> usize {
     })
 }
 
+/// Completions and rejections that carry no latency sample, counted per
+/// stripe like the samples so that no path shares a contended counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// A success recorded without a latency sample.
+    SkippedOk = 0,
+    /// A failure recorded without a latency sample.
+    SkippedFail = 1,
+    /// A permit released without an outcome.
+    Dropped = 2,
+    /// An admission attempt that ended without a permit.
+    Rejected = 3,
+}
+
 /// One stripe of sample counters.
 #[derive(Debug)]
 struct Stripe {
     fail: AtomicU64,
     rtt_sum: AtomicU64,
+    events: [AtomicU64; 4],
     hist: [Histogram; 2],
 }
 
@@ -93,6 +108,7 @@ impl Stripe {
         Self {
             fail: AtomicU64::new(0),
             rtt_sum: AtomicU64::new(0),
+            events: std::array::from_fn(|_| AtomicU64::new(0)),
             hist: [Histogram::new(), Histogram::new()],
         }
     }
@@ -139,6 +155,17 @@ impl Window {
         if in_flight > self.peak.load(Ordering::Relaxed) {
             self.peak.fetch_max(in_flight, Ordering::Relaxed);
         }
+    }
+
+    /// Counts one `event` on this thread's stripe.
+    #[inline]
+    pub(crate) fn count(&self, event: Event) {
+        self.stripes[stripe()].events[event as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many `event`s were counted since construction or reset.
+    pub(crate) fn total(&self, event: Event) -> u64 {
+        self.sum(|s| s.events[event as usize].load(Ordering::Relaxed))
     }
 
     /// Sums `f` over the stripes.
@@ -194,6 +221,9 @@ impl Window {
         for s in self.stripes.iter() {
             s.fail.store(0, Ordering::Relaxed);
             s.rtt_sum.store(0, Ordering::Relaxed);
+            for e in &s.events {
+                e.store(0, Ordering::Relaxed);
+            }
             s.hist[0].take_count();
             s.hist[1].take_count();
         }

@@ -20,7 +20,7 @@ use crate::histogram::Counts;
 use crate::pool::{Admission, Pool, TryFail};
 use crate::stats::Stats;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
-use crate::window::{Control, ControlConfig, Decision, Padded, Window};
+use crate::window::{Control, ControlConfig, Decision, Event, Padded, Window};
 
 use permit::Holder;
 
@@ -80,29 +80,17 @@ impl fmt::Debug for Limiter {
     }
 }
 
-/// Counters that are not on the sampled path.
+/// Counters only the window closer writes.
 #[derive(Debug, Default)]
 struct Counters {
-    skipped_ok: AtomicU64,
-    skipped_fail: AtomicU64,
-    dropped: AtomicU64,
-    rejected: AtomicU64,
     increases: AtomicU64,
     decreases: AtomicU64,
 }
 
 impl Counters {
     fn clear(&self) {
-        for c in [
-            &self.skipped_ok,
-            &self.skipped_fail,
-            &self.dropped,
-            &self.rejected,
-            &self.increases,
-            &self.decreases,
-        ] {
-            c.store(0, Ordering::Relaxed);
-        }
+        self.increases.store(0, Ordering::Relaxed);
+        self.decreases.store(0, Ordering::Relaxed);
     }
 }
 
@@ -165,7 +153,7 @@ impl Inner {
     }
 
     pub(crate) fn reject(&self) {
-        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+        self.hot.window.count(Event::Rejected);
     }
 
     /// Records how an admitted operation ended, then releases its permit.
@@ -186,17 +174,12 @@ impl Inner {
                     self.close_window(start, now);
                 }
             }
-            Ending::Skipped(outcome) => {
-                let c = if outcome.is_success() {
-                    &self.counters.skipped_ok
-                } else {
-                    &self.counters.skipped_fail
-                };
-                c.fetch_add(1, Ordering::Relaxed);
-            }
-            Ending::Dropped => {
-                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
-            }
+            Ending::Skipped(outcome) => self.hot.window.count(if outcome.is_success() {
+                Event::SkippedOk
+            } else {
+                Event::SkippedFail
+            }),
+            Ending::Dropped => self.hot.window.count(Event::Dropped),
         }
         self.hot.pool.release();
     }
@@ -467,9 +450,10 @@ impl Limiter {
         let inner = &*self.inner;
         let c = &inner.counters;
         let (ok, fail) = lock(&inner.control).totals(&inner.hot.window);
-        let skipped_ok = c.skipped_ok.load(Ordering::Relaxed);
-        let skipped_fail = c.skipped_fail.load(Ordering::Relaxed);
-        let dropped = c.dropped.load(Ordering::Relaxed);
+        let w = &inner.hot.window;
+        let skipped_ok = w.total(Event::SkippedOk);
+        let skipped_fail = w.total(Event::SkippedFail);
+        let dropped = w.total(Event::Dropped);
         let (limit, in_flight, _) = inner.hot.pool.snapshot();
         let mut counts = Counts::new();
         inner
@@ -489,7 +473,7 @@ impl Limiter {
                 success,
                 failures,
                 dropped,
-                c.rejected.load(Ordering::Relaxed),
+                w.total(Event::Rejected),
                 c.increases.load(Ordering::Relaxed),
                 c.decreases.load(Ordering::Relaxed),
             ],
