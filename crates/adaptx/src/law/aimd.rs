@@ -167,16 +167,7 @@ mod tests {
 
     /// A clean window whose peak in-flight is `peak`.
     fn window(peak: usize) -> WindowSummary {
-        WindowSummary {
-            duration_nanos: 1_000_000_000,
-            samples: 10,
-            failures: 0,
-            peak_in_flight: peak,
-            mean_rtt_nanos: 1e6,
-            min_rtt_nanos: 1e6,
-            rtt_floor_nanos: Some(1e6),
-            rtt_average_nanos: Some(1e6),
-        }
+        crate::law::test_window(peak, 1e6, Some(1e6), Some(1e6))
     }
 
     fn failing(peak: usize) -> WindowSummary {

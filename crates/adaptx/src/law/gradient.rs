@@ -188,16 +188,7 @@ mod tests {
     /// A clean window, saturated at `limit`, with mean latency `r` and
     /// smoothed latency `avg`.
     fn window(limit: usize, avg: Option<f64>, r: f64) -> WindowSummary {
-        WindowSummary {
-            duration_nanos: 1_000_000_000,
-            samples: 10,
-            failures: 0,
-            peak_in_flight: limit,
-            mean_rtt_nanos: r,
-            min_rtt_nanos: r,
-            rtt_floor_nanos: Some(r),
-            rtt_average_nanos: avg,
-        }
+        crate::law::test_window(limit, r, Some(r), avg)
     }
 
     fn gradient() -> Gradient {

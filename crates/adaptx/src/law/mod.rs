@@ -102,3 +102,23 @@ pub(crate) fn utilized(limit: usize, peak_in_flight: usize, utilization: f64) ->
     let need = (limit as f64 * utilization).ceil() as usize;
     peak_in_flight >= need
 }
+
+/// A clean window (10 samples, no failures) for the laws' unit tests.
+#[cfg(test)]
+pub(crate) fn test_window(
+    peak: usize,
+    r: f64,
+    floor: Option<f64>,
+    avg: Option<f64>,
+) -> WindowSummary {
+    WindowSummary {
+        duration_nanos: 1_000_000_000,
+        samples: 10,
+        failures: 0,
+        peak_in_flight: peak,
+        mean_rtt_nanos: r,
+        min_rtt_nanos: r,
+        rtt_floor_nanos: floor,
+        rtt_average_nanos: avg,
+    }
+}

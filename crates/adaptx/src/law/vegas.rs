@@ -234,16 +234,7 @@ mod tests {
 
     /// A clean window, saturated at `limit`, with mean latency `r` and floor `m`.
     fn window(limit: usize, m: Option<f64>, r: f64) -> WindowSummary {
-        WindowSummary {
-            duration_nanos: 1_000_000_000,
-            samples: 10,
-            failures: 0,
-            peak_in_flight: limit,
-            mean_rtt_nanos: r,
-            min_rtt_nanos: r,
-            rtt_floor_nanos: m,
-            rtt_average_nanos: Some(r),
-        }
+        crate::law::test_window(limit, r, m, Some(r))
     }
 
     fn vegas(tol: f64, target: Duration) -> Vegas {
