@@ -42,3 +42,6 @@ pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_EXECUTE_OP: &str = "adaptx::execute";
 /// The operation name attached to panics caught by `try_execute`.
 pub const DEFAULT_TRY_EXECUTE_OP: &str = "adaptx::try_execute";
+/// The longest latency a sample records (2^44 ns, about 4.9 hours); longer
+/// ones are recorded as this, which keeps a window's latency sum exact.
+pub const MAX_SAMPLE_LATENCY: std::time::Duration = std::time::Duration::from_nanos(1 << 44);

@@ -36,6 +36,7 @@
 //! [`Stats`](crate::Stats).
 
 use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
@@ -148,7 +149,9 @@ impl Window {
             s.fail.fetch_add(1, Ordering::Relaxed);
         }
         s.rtt_sum.fetch_add(nanos, Ordering::Relaxed);
-        if nanos < self.min_rtt.load(Ordering::Relaxed) {
+        // RTT_min is a service time: a fast failure (connection refused) or a
+        // zero reading from a coarse clock is not one.
+        if success && nanos > 0 && nanos < self.min_rtt.load(Ordering::Relaxed) {
             self.min_rtt.fetch_min(nanos, Ordering::Relaxed);
         }
         let in_flight = in_flight as u64;
@@ -361,7 +364,11 @@ impl Control {
             rtt_floor_nanos: self.floor,
             rtt_average_nanos: self.avg,
         };
-        let mut next = self.law.next_limit(limit, &summary);
+        // A user's law that panics must not take the completing operation's
+        // permit down with it: the window holds the limit instead.
+        let law = &mut self.law;
+        let proposed = catch_unwind(AssertUnwindSafe(|| law.next_limit(limit, &summary)));
+        let mut next = proposed.unwrap_or(limit);
         if next > limit && cfg.jitter > 0.0 {
             next -= self.withheld(next - limit, cfg.jitter);
         }
@@ -373,12 +380,18 @@ impl Control {
         })
     }
 
-    /// How much of an increase of `delta` to withhold: the stochastic rounding
-    /// of `delta · jitter · u` with `u` uniform in [0, 1), so even a +1 step
-    /// is withheld with probability `jitter / 2` and lockstep fleets drift
-    /// apart (the reference withheld nothing for steps of 10 or less).
+    /// How much of an increase of `delta` to withhold. As in the reference,
+    /// on a fair coin flip `delta · jitter · u` is withheld (`u` uniform in
+    /// [0, 1)); unlike the reference, that amount is rounded stochastically
+    /// instead of truncated, so even a +1 step is withheld with probability
+    /// `jitter / 4` and lockstep fleets drift apart (the reference withheld
+    /// nothing for steps of 10 or less). The expected amount withheld,
+    /// `delta · jitter / 4`, is the reference's.
     fn withheld(&mut self, delta: usize, jitter: f64) -> usize {
         let want = delta as f64 * jitter * self.rng.f64();
+        if self.rng.f64() >= 0.5 {
+            return 0;
+        }
         let whole = want.floor();
         let extra = usize::from(self.rng.f64() < want - whole);
         (whole as usize).saturating_add(extra).min(delta)

@@ -203,14 +203,14 @@ async fn dropping_drain_keeps_limiter_closed() {
     let l = limiter(1);
     let held = l.try_acquire().expect("the only permit");
     {
-        let mut d = pin!(l.drained());
+        let mut d = pin!(l.close_and_drain());
         assert!(poll_once(d.as_mut()).is_pending());
         let mut c = pin!(l.close_with_timeout(Duration::from_secs(1)));
         assert!(poll_once(c.as_mut()).is_pending());
     }
     assert!(l.is_closed());
     held.success();
-    l.drained().await;
+    l.close_and_drain().await;
     assert_eq!(l.close_with_timeout(Duration::ZERO).await, Ok(()));
 }
 
@@ -287,7 +287,7 @@ fn bounds() {
     send(&execute);
     let try_execute = l.try_execute(async |_c| Ok::<_, std::io::Error>(1));
     send(&try_execute);
-    let drained = l.drained();
+    let drained = l.close_and_drain();
     send(&drained);
     let close = l.close_with_timeout(Duration::ZERO);
     send(&close);

@@ -88,18 +88,23 @@ impl Drop for Acquire<'_> {
         let Some(holder) = self.holder.take() else {
             return;
         };
-        if let Some(node) = self.node.take() {
-            holder.pool().cancel(&node);
-        }
-        // An attempt that was started and ends without a permit is a
-        // rejection, whatever ended it.
-        if self.polled {
+        // A permit handed over but never seen was admitted: it goes back to
+        // the pool (or the next waiter) and counts as dropped, so `total`
+        // never loses it. Any other started attempt that ends without a
+        // permit is a rejection, whatever ended it.
+        let granted = self
+            .node
+            .take()
+            .is_some_and(|node| holder.pool().cancel(&node));
+        if granted {
+            holder.drop_unseen();
+        } else if self.polled {
             holder.reject();
         }
     }
 }
 
-/// The future returned by [`Limiter::drained`](crate::Limiter::drained):
+/// The future returned by [`Limiter::close_and_drain`](crate::Limiter::close_and_drain):
 /// ready once the limiter is closed and nothing is in flight.
 ///
 /// # Cancel safety

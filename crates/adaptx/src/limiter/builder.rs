@@ -132,7 +132,8 @@ impl Builder {
         }
     }
 
-    /// The built-in control law. Default: [`Algorithm::Aimd`].
+    /// The built-in control law (replaces a law set earlier with
+    /// [`law`](Builder::law)). Default: [`Algorithm::Aimd`].
     pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;
         self.law = None;

@@ -156,6 +156,12 @@ impl Inner {
         self.hot.window.count(Event::Rejected);
     }
 
+    /// A permit handed to a waiter that gave up before seeing it: admitted
+    /// and released without an outcome.
+    pub(crate) fn drop_unseen(&self) {
+        self.hot.window.count(Event::Dropped);
+    }
+
     /// Records how an admitted operation ended, then releases its permit.
     /// The order matters: the window's peak in-flight counts the operation
     /// that is completing, as the reference does.
@@ -513,8 +519,8 @@ impl Limiter {
         self.inner.hot.pool.is_closed()
     }
 
-    /// Closes the limiter (as [`close`](Limiter::close)) and waits until no
-    /// operation is in flight.
+    /// Closes the limiter at once (as [`close`](Limiter::close)) and returns
+    /// a future that resolves when no operation is in flight.
     ///
     /// Once it resolves, no operation is running and none can start: close
     /// and admission are linearized.
@@ -523,7 +529,7 @@ impl Limiter {
     ///
     /// Cancel safe: dropping the future stops waiting; the limiter stays
     /// closed.
-    pub fn drained(&self) -> Drained<'_> {
+    pub fn close_and_drain(&self) -> Drained<'_> {
         self.close();
         Drained::new(&self.inner.hot.pool)
     }
@@ -543,10 +549,10 @@ impl Limiter {
     ///
     /// # Cancel safety
     ///
-    /// As [`drained`](Limiter::drained).
+    /// As [`close_and_drain`](Limiter::close_and_drain).
     #[cfg(feature = "tokio")]
     pub async fn close_with_timeout(&self, timeout: Duration) -> Result<(), DrainTimeoutError> {
-        let drained = self.drained();
+        let drained = self.close_and_drain();
         match tokio::time::timeout(timeout, drained).await {
             Ok(()) => Ok(()),
             Err(_) => Err(DrainTimeoutError::new(self.in_flight())),
@@ -561,7 +567,7 @@ impl Limiter {
     /// [`DrainTimeoutError`] if work is still in flight when the time runs
     /// out.
     pub fn close_blocking(&self, timeout: Duration) -> Result<(), DrainTimeoutError> {
-        match acquire::block_on(self.drained(), Some(timeout)) {
+        match acquire::block_on(self.close_and_drain(), Some(timeout)) {
             Some(()) => Ok(()),
             None => Err(DrainTimeoutError::new(self.in_flight())),
         }

@@ -5,6 +5,8 @@ use std::ops::Deref;
 use std::time::Duration;
 
 use super::{Ending, Inner};
+use crate::clock;
+use crate::defaults::MAX_SAMPLE_LATENCY;
 use crate::pool::Admission;
 use crate::sync::Arc;
 
@@ -34,6 +36,10 @@ impl Outcome {
     }
 }
 
+/// [`MAX_SAMPLE_LATENCY`] in nanoseconds.
+const MAX_SAMPLE_NANOS: u64 = 1 << 44;
+const _: () = assert!(MAX_SAMPLE_LATENCY.as_nanos() == MAX_SAMPLE_NANOS as u128);
+
 /// A borrowed or shared handle to the limiter's state.
 pub(crate) enum Holder<'a> {
     Borrowed(&'a Inner),
@@ -59,7 +65,13 @@ impl Deref for Holder<'_> {
 /// [`record`](Permit::record) (latency measured from admission),
 /// [`record_with_latency`](Permit::record_with_latency) or
 /// [`record_skipped`](Permit::record_skipped). Because each consumes the
-/// permit, an outcome is recorded at most once.
+/// permit, an outcome is recorded at most once. A recorded latency above
+/// [`MAX_SAMPLE_LATENCY`] (about 4.9 hours) counts as that.
+///
+/// The completion that finds the sample window over runs the control law and
+/// the limit-change hook synchronously, before the permit is released (at
+/// most once per window; a few microseconds). A panic in a law or a hook is
+/// caught there and never reaches the caller.
 ///
 /// **Dropping a permit without recording an outcome** releases the slot and
 /// counts the operation as *dropped* in [`Stats`](crate::Stats): it feeds no
@@ -137,7 +149,7 @@ impl<'a> Permit<'a> {
     #[inline]
     pub fn record(mut self, outcome: Outcome) {
         let now = self.holder.now();
-        let nanos = now.saturating_sub(self.start);
+        let nanos = now.saturating_sub(self.start).min(MAX_SAMPLE_NANOS);
         self.end(Ending::Sampled {
             outcome,
             nanos,
@@ -151,7 +163,7 @@ impl<'a> Permit<'a> {
     /// "skip"); use [`record_skipped`](Permit::record_skipped) to skip.
     #[inline]
     pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
-        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = clock::duration_nanos(latency.min(MAX_SAMPLE_LATENCY));
         let now = self.holder.now();
         self.end(Ending::Sampled {
             outcome,
