@@ -8,6 +8,7 @@ mod histogram;
 mod law;
 mod limiter;
 mod pool;
+mod rate;
 mod stats;
 mod sync;
 mod window;
@@ -24,5 +25,11 @@ pub use law::{Aimd, ControlLaw, Gradient, Vegas, WindowSummary};
 pub use limiter::{
     Acquire, Algorithm, Builder, Controller, Drained, LimitChangeHook, Limiter, Outcome,
     OwnedPermit, Permit,
+};
+pub use rate::{
+    DEFAULT_ADJUST_INTERVAL, DEFAULT_ERROR_THRESHOLD, DEFAULT_INITIAL_RATE, DEFAULT_KEY_TTL,
+    DEFAULT_MAX_KEYS, DEFAULT_MAX_RATE, DEFAULT_MIN_RATE, DEFAULT_RATE_TARGET_LATENCY,
+    KeyedRateLimiter, MAX_ADJUST_INTERVAL, MAX_RATE_BOUND, RateLimited, RateLimiter,
+    RateLimiterBuilder, RatePermit, RateStats,
 };
 pub use stats::Stats;

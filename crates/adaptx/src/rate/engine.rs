@@ -1,0 +1,248 @@
+//! The shared part of a rate limiter: the adaptive rate, the counters, and
+//! the interval closer. Buckets live with the facades; this engine admits
+//! into whichever bucket it is handed.
+//!
+//! # Implementation details
+//!
+//! The rate is one atomic word. Only the interval closer writes it, and
+//! every admission reads it (Acquire) before locking a bucket. A bucket is
+//! refilled at the rate current when it is next touched: after a rate change
+//! at `T`, a bucket last touched at `t₀ < T` earns `(T − t₀) · (new − old)`
+//! more or fewer tokens than an exact integral would give, never more than
+//! a full bucket, and for a busy bucket one inter-arrival gap's worth.
+//!
+//! Counters are cumulative atomics that are never reset. A completion adds
+//! its latency (Relaxed), then its count (Release); the closer reads the
+//! counts (Acquire), then the latency sum, so it never sees a count without
+//! its latency. The latency sum wraps; differences between two closes are
+//! taken with `wrapping_sub`, exact as long as one interval's latencies sum
+//! to less than 2⁶⁴ ns (584 years).
+//!
+//! The interval start is an atomic timestamp. The call (admission or
+//! completion) that finds the interval over claims it with one CAS that
+//! moves the start to `now`, so at most one caller closes each interval;
+//! it takes the `mark` mutex (uncontended: one closer per interval) and
+//! computes the interval's counts as differences from the previous close,
+//! so every completion lands in exactly one interval. A completion racing
+//! with a close may land in either neighbour; the law tolerates that. The
+//! `binding` flag is swapped to `false` by the closer, so an interval never
+//! inherits an earlier interval's pressure, and an interval without
+//! completions changes nothing but still consumes its evidence.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::bucket::Bucket;
+use super::law::{Interval, Law};
+use super::{RateLimited, RatePermit, RateStats, lock};
+use crate::clock::AnyClock;
+
+/// Cumulative counters.
+#[derive(Debug, Default)]
+struct Counters {
+    admitted: AtomicU64,
+    successes: AtomicU64,
+    failures: AtomicU64,
+    latency_sum: AtomicU64,
+    rejected: AtomicU64,
+    dropped: AtomicU64,
+    increases: AtomicU64,
+    decreases: AtomicU64,
+}
+
+/// The cumulative counters as of the previous close.
+#[derive(Debug, Default)]
+struct Mark {
+    successes: u64,
+    failures: u64,
+    latency_sum: u64,
+}
+
+/// The shared engine behind [`RateLimiter`](super::RateLimiter) and
+/// [`KeyedRateLimiter`](super::KeyedRateLimiter).
+#[derive(Debug)]
+pub(crate) struct Core {
+    clock: AnyClock,
+    rate: AtomicU64,
+    interval_start: AtomicU64,
+    interval_nanos: u64,
+    law: Law,
+    burst: Option<u64>,
+    binding: AtomicBool,
+    counters: Counters,
+    mark: Mutex<Mark>,
+}
+
+impl Core {
+    pub(crate) fn new(
+        clock: AnyClock,
+        initial_rate: u64,
+        interval_nanos: u64,
+        law: Law,
+        burst: Option<u64>,
+    ) -> Self {
+        let now = clock.now_nanos();
+        Self {
+            clock,
+            rate: AtomicU64::new(initial_rate),
+            interval_start: AtomicU64::new(now),
+            interval_nanos,
+            law,
+            burst,
+            binding: AtomicBool::new(false),
+            counters: Counters::default(),
+            mark: Mutex::new(Mark::default()),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.now_nanos()
+    }
+
+    #[inline]
+    pub(crate) fn rate(&self) -> u64 {
+        self.rate.load(Ordering::Acquire)
+    }
+
+    /// The bucket capacity at `rate`: the configured burst, or one second of
+    /// the rate.
+    #[inline]
+    pub(crate) fn capacity(&self, rate: u64) -> u64 {
+        self.burst.unwrap_or(rate)
+    }
+
+    /// A full bucket at the current rate.
+    pub(crate) fn new_bucket(&self, now: u64) -> Bucket {
+        Bucket::full(now, self.capacity(self.rate()))
+    }
+
+    /// Takes one token from `bucket` at `now`, or reports the wait.
+    ///
+    /// `rate` must be the value read from [`rate`](Core::rate) after any
+    /// adjustment this call made.
+    pub(crate) fn admit(
+        self: &Arc<Self>,
+        bucket: &mut Bucket,
+        now: u64,
+        rate: u64,
+    ) -> Result<RatePermit, RateLimited> {
+        match bucket.take(now, rate, self.capacity(rate)) {
+            Ok(remaining) => {
+                if remaining == 0 {
+                    self.mark_binding();
+                }
+                self.counters.admitted.fetch_add(1, Ordering::Relaxed);
+                Ok(RatePermit::new(Arc::clone(self), now, rate, remaining))
+            }
+            Err(wait) => {
+                self.mark_binding();
+                self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+                Err(RateLimited::new(Duration::from_nanos(wait), rate))
+            }
+        }
+    }
+
+    /// Records that the limit held a request back (or nearly did). The load
+    /// first keeps a saturated limiter from writing the shared line on
+    /// every call.
+    #[inline]
+    fn mark_binding(&self) {
+        if !self.binding.load(Ordering::Relaxed) {
+            self.binding.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Records a completion with an outcome, then closes the interval if it
+    /// is over.
+    pub(crate) fn complete(&self, success: bool, latency_nanos: u64, now: u64) {
+        let c = &self.counters;
+        c.latency_sum.fetch_add(latency_nanos, Ordering::Relaxed);
+        let count = if success { &c.successes } else { &c.failures };
+        count.fetch_add(1, Ordering::Release);
+        self.maybe_adjust(now);
+    }
+
+    /// Records a permit dropped without an outcome: no feedback.
+    pub(crate) fn drop_permit(&self) {
+        self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Closes the interval if it is over at `now`.
+    #[inline]
+    pub(crate) fn maybe_adjust(&self, now: u64) {
+        let start = self.interval_start.load(Ordering::Acquire);
+        if now.saturating_sub(start) >= self.interval_nanos {
+            self.close(start, now);
+        }
+    }
+
+    /// Runs at most once per interval: the caller that wins the CAS on the
+    /// interval start closes it.
+    #[cold]
+    fn close(&self, start: u64, now: u64) {
+        if self
+            .interval_start
+            .compare_exchange(start, now, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        let mut mark = lock(&self.mark);
+        let c = &self.counters;
+        let successes = c.successes.load(Ordering::Acquire);
+        let failures = c.failures.load(Ordering::Acquire);
+        let latency_sum = c.latency_sum.load(Ordering::Relaxed);
+        let binding = self.binding.swap(false, Ordering::Relaxed);
+        let failed = failures.wrapping_sub(mark.failures);
+        let interval = Interval {
+            completed: successes.wrapping_sub(mark.successes).wrapping_add(failed),
+            failures: failed,
+            latency_sum: latency_sum.wrapping_sub(mark.latency_sum),
+            binding,
+        };
+        *mark = Mark {
+            successes,
+            failures,
+            latency_sum,
+        };
+        let old = self.rate.load(Ordering::Relaxed);
+        let new = self.law.next_rate(old, &interval);
+        if new != old {
+            self.rate.store(new, Ordering::Release);
+            let counter = if new > old {
+                &c.increases
+            } else {
+                &c.decreases
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A snapshot of the counters (each read separately).
+    pub(crate) fn stats(&self) -> RateStats {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Acquire);
+        let (successes, failures, dropped) =
+            (load(&c.successes), load(&c.failures), load(&c.dropped));
+        // Admitted last, so the in-flight difference is never negative.
+        let admitted = load(&c.admitted);
+        let completed = successes.saturating_add(failures);
+        RateStats {
+            rate: self.rate(),
+            min_rate: self.law.min_rate,
+            max_rate: self.law.max_rate,
+            admitted,
+            in_flight: admitted.saturating_sub(completed.saturating_add(dropped)),
+            completed,
+            successes,
+            failures,
+            dropped,
+            rejected: load(&c.rejected),
+            increases: load(&c.increases),
+            decreases: load(&c.decreases),
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The [`RateLimiter`] facade.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+
+use super::bucket::Bucket;
+use super::engine::Core;
+use super::{RateLimited, RateLimiterBuilder, RatePermit, RateStats, lock};
+
+/// An adaptive rate limiter: a token bucket whose rate a controller moves
+/// from the latency and the errors of completed requests.
+///
+/// `RateLimiter` is a cheap handle: clones share one limiter. It is
+/// `Send + Sync`, needs no runtime and runs no background task: the rate is
+/// adjusted by the first admission or completion that finds the adjustment
+/// interval over. [`try_acquire`](RateLimiter::try_acquire) never waits: it
+/// admits with a [`RatePermit`] or rejects with a [`RateLimited`] that says
+/// how long to wait. For one bucket per client, see
+/// [`KeyedRateLimiter`](crate::KeyedRateLimiter).
+///
+/// # Algorithm
+///
+/// From mizu's `adaptive` middleware (`go-mizu/mizu`,
+/// `middlewares/adaptive`), with its defects fixed.
+///
+/// **Token bucket.** The bucket holds at most `C` tokens, where `C` is the
+/// configured [`burst`](RateLimiterBuilder::burst) or, by default, the
+/// current rate `r` (one second of it, as in mizu). It starts full and earns
+/// `r · Δt` tokens over `Δt`, kept to 10⁻⁹ token — no fraction is lost, so
+/// traffic arriving faster than `1/r` is admitted at `r`, not starved (mizu
+/// truncated each refill to whole tokens and fell to almost nothing under
+/// load). Each admission takes one token. A rejection reports
+/// `retry_after = ceil((1 − tokens) / r)`, exact to the nanosecond. The
+/// refill is capped at `C`, so any idle time, even centuries, is safe.
+///
+/// **Controller.** Requests are counted when they *complete* (their permit
+/// records an outcome), so requests held by a hung backend say nothing until
+/// they finish. Once per [`adjust_interval`](RateLimiterBuilder::adjust_interval)
+/// (default 1 s), with `n` completions in the interval, `f` of them
+/// failures, error rate `e = f / n` and mean latency `L`:
+///
+/// | condition | new rate |
+/// |---|---|
+/// | `n = 0` | unchanged |
+/// | `e > error_threshold` | `floor(0.8 · r)` |
+/// | else `L > target_latency` | `floor(0.9 · r)` |
+/// | else `L < target_latency / 2` and `e < error_threshold / 2`, and the limit was binding | `ceil(1.1 · r)` |
+/// | otherwise | unchanged |
+///
+/// and the result is clamped into `[min_rate, max_rate]`. The limit *was
+/// binding* if a request was rejected in the interval or an admission left
+/// the bucket with less than one token: without that rule (mizu's) a
+/// lightly loaded limiter drifts to `max_rate`, and the first burst after
+/// it floods the backend.
+///
+/// Rates are whole requests per second. Cuts truncate as mizu does
+/// (100 → 80 or 90), growth rounds up (100 → 110, and 9 → 10: mizu's
+/// truncation kept any rate below 10 stuck). Parameters and ranges:
+/// rates 1 ..= 10⁹ per second, `target_latency > 0`,
+/// `0 < error_threshold <= 1`, `adjust_interval` 1 ns ..= 24 h, burst
+/// 1 ..= 10⁹ tokens.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{ManualClock, Outcome, RateLimiter};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let limiter = RateLimiter::builder()
+///     .initial_rate(100)
+///     .clock(clock.clone())
+///     .build()?;
+///
+/// // A burst of 100 empties the bucket; the 101st request must wait 10 ms.
+/// let permits: Vec<_> = (0..100).map(|_| limiter.try_acquire()).collect::<Result<_, _>>()?;
+/// let limited = limiter.try_acquire().unwrap_err();
+/// assert_eq!(limited.retry_after(), Duration::from_millis(10));
+///
+/// // Half of them fail: when the interval ends, the rate is cut by 20 %.
+/// clock.advance(Duration::from_millis(50));
+/// for (i, permit) in permits.into_iter().enumerate() {
+///     permit.record(Outcome::from_success(i % 2 == 0));
+/// }
+/// clock.advance(Duration::from_secs(1));
+/// let _ = limiter.try_acquire();
+/// assert_eq!(limiter.current_rate(), 80);
+/// assert_eq!(limiter.stats().decreases, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone)]
+pub struct RateLimiter {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    core: Arc<Core>,
+    bucket: Mutex<Bucket>,
+}
+
+impl fmt::Debug for RateLimiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimiter")
+            .field("rate", &self.current_rate())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RateLimiter {
+    /// A builder with every option at its default.
+    pub fn builder() -> RateLimiterBuilder {
+        RateLimiterBuilder::new()
+    }
+
+    pub(crate) fn from_core(core: Core) -> Self {
+        let bucket = core.new_bucket(core.now());
+        Self {
+            inner: Arc::new(Inner {
+                core: Arc::new(core),
+                bucket: Mutex::new(bucket),
+            }),
+        }
+    }
+
+    /// Admits a request if the bucket holds a token, first adjusting the
+    /// rate if the adjustment interval is over.
+    ///
+    /// # Errors
+    ///
+    /// [`RateLimited`], with the time until a token is available, if the
+    /// bucket holds less than one token.
+    pub fn try_acquire(&self) -> Result<RatePermit, RateLimited> {
+        let core = &self.inner.core;
+        let now = core.now();
+        core.maybe_adjust(now);
+        let rate = core.rate();
+        core.admit(&mut lock(&self.inner.bucket), now, rate)
+    }
+
+    /// The current rate, in requests per second.
+    pub fn current_rate(&self) -> u64 {
+        self.inner.core.rate()
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> RateStats {
+        self.inner.core.stats()
+    }
+}

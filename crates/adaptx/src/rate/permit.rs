@@ -1,0 +1,125 @@
+//! The permit an admitted request carries to its completion.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::engine::Core;
+use crate::clock::duration_nanos;
+use crate::limiter::Outcome;
+
+/// An admitted request of a [`RateLimiter`](crate::RateLimiter) or
+/// [`KeyedRateLimiter`](crate::KeyedRateLimiter).
+///
+/// The token is spent at admission; the permit carries the request's
+/// feedback to the controller. Record how the request went by consuming the
+/// permit — [`success`](RatePermit::success),
+/// [`failure`](RatePermit::failure), [`record`](RatePermit::record) (latency
+/// measured from admission on the limiter's clock) or
+/// [`record_with_latency`](RatePermit::record_with_latency). The request
+/// counts toward its adjustment interval when it *completes*, so a hung
+/// backend, whose requests never complete, never looks fast.
+///
+/// **Dropping a permit without recording** counts the request as *dropped*
+/// in [`RateStats`](crate::RateStats) and feeds nothing to the controller.
+///
+/// A permit owns a handle to its limiter and can be moved into a spawned
+/// task. It does not hold a concurrency slot: dropping it early does not let
+/// another request in.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::RateLimiter;
+///
+/// let limiter = RateLimiter::builder().build()?;
+/// let permit = limiter.try_acquire()?;
+/// assert_eq!(permit.rate_at_admission(), 100);
+/// assert_eq!(permit.remaining(), 99);
+/// permit.success();
+/// assert_eq!(limiter.stats().successes, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "dropping a rate permit records no outcome"]
+pub struct RatePermit {
+    core: Arc<Core>,
+    start: u64,
+    rate: u64,
+    remaining: u64,
+    done: bool,
+}
+
+impl fmt::Debug for RatePermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RatePermit")
+            .field("rate_at_admission", &self.rate)
+            .field("remaining", &self.remaining)
+            .field("elapsed", &self.elapsed())
+            .finish()
+    }
+}
+
+impl RatePermit {
+    pub(crate) fn new(core: Arc<Core>, start: u64, rate: u64, remaining: u64) -> Self {
+        Self {
+            core,
+            start,
+            rate,
+            remaining,
+            done: false,
+        }
+    }
+
+    /// The rate (requests per second) in force when this request was
+    /// admitted.
+    pub fn rate_at_admission(&self) -> u64 {
+        self.rate
+    }
+
+    /// Whole tokens left in the bucket just after this admission (for an
+    /// `X-RateLimit-Remaining` header).
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// Time since admission, on the limiter's clock.
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.core.now().saturating_sub(self.start))
+    }
+
+    /// Records a success, with the latency measured from admission.
+    pub fn success(self) {
+        self.record(Outcome::Success);
+    }
+
+    /// Records a failure, with the latency measured from admission.
+    pub fn failure(self) {
+        self.record(Outcome::Failure);
+    }
+
+    /// Records `outcome`, with the latency measured from admission.
+    pub fn record(mut self, outcome: Outcome) {
+        let now = self.core.now();
+        self.end(outcome, now.saturating_sub(self.start), now);
+    }
+
+    /// Records `outcome` with a latency the caller measured.
+    pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
+        let now = self.core.now();
+        self.end(outcome, duration_nanos(latency), now);
+    }
+
+    fn end(&mut self, outcome: Outcome, latency: u64, now: u64) {
+        self.done = true;
+        self.core.complete(outcome.is_success(), latency, now);
+    }
+}
+
+impl Drop for RatePermit {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.core.drop_permit();
+        }
+    }
+}
