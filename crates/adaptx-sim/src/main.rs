@@ -1,0 +1,273 @@
+//! `adaptx-sim`: runs overload scenarios against the real adaptx limiter in
+//! virtual time and reports how each control law does.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use adaptx_sim::suite::{self, Entry, Options, Suite};
+use adaptx_sim::{Law, Nanos, SECOND, parse_duration, report};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Deterministic overload simulator for adaptx.
+///
+/// Drives the real adaptx limiter through a manual clock against modelled
+/// backends (service time and jitter, processor sharing, a concurrency
+/// ceiling that rejects or drops, a rate limit, client errors, schedules)
+/// under closed- or open-loop demand, in integer-nanosecond virtual time. A
+/// run is a pure function of the scenario file, the policy and the seed.
+///
+/// With no command it runs the built-in demo suite: every shipped scenario
+/// (compiled in), every law, the fixed-limit baselines C*/2, C*, 2·C*, 5·C*
+/// and the oracle (the best fixed limit), seed 0; it prints the summary and
+/// band tables and writes adaptx-report/index.html.
+const AFTER_HELP: &str = "\
+Summary columns (steady state: from the later of half the run and 30 s after
+the last schedule change):
+  gp/capacity  goodput as a fraction of the backend's goodput ceiling
+  gp/oracle    goodput as a fraction of the best fixed limit's (--baselines)
+  p99 ms       99th-percentile latency of successful requests
+  overload     rejections + timeouts, and their share of requests sent
+  mean limit   mean limit (summed over clients) and its ratio to C*
+
+Band rule: every bound must hold for the median seed, and a 1.5x looser
+bound (a lower bound / 1.5, an upper bound x 1.5) for the worst seed.
+Scenario files and metrics: scenarios/README.md.
+
+Exit status: 0 on success; 1 when --check finds a failing band; 2 when a
+scenario file or an option is invalid or the report cannot be written.";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "adaptx-sim",
+    version,
+    about,
+    long_about,
+    verbatim_doc_comment,
+    after_long_help = AFTER_HELP
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Demo: write the HTML report into this directory.
+    #[arg(long, value_name = "DIR", default_value = "adaptx-report")]
+    out: PathBuf,
+    /// Demo: worker threads. Default: all cores.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run scenario files (or directories of them) and report.
+    ///
+    /// Prints the summary table (first seed). With --check, prints every
+    /// band's median and worst seed against its bounds and exits with status
+    /// 1 if any band fails. A scenario that another one's band refers to
+    /// (reference = "...") is loaded and run too.
+    ///
+    /// Examples:
+    ///   adaptx-sim run scenarios/03-hard-limit.toml --law aimd
+    ///   adaptx-sim run --check --seeds 10 scenarios/
+    ///   adaptx-sim run --baselines --out report scenarios/
+    #[command(verbatim_doc_comment, after_long_help = AFTER_HELP)]
+    Run(RunArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LawArg {
+    Aimd,
+    Vegas,
+    Gradient,
+}
+
+impl From<LawArg> for Law {
+    fn from(l: LawArg) -> Law {
+        match l {
+            LawArg::Aimd => Law::Aimd,
+            LawArg::Vegas => Law::Vegas,
+            LawArg::Gradient => Law::Gradient,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Scenario files, or directories whose *.toml files are run in name order.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Laws to run (repeat the flag for several). Default: all three.
+    #[arg(long, value_enum, value_name = "LAW")]
+    law: Vec<LawArg>,
+    /// Run this one seed. Default: seed 0.
+    #[arg(long, conflicts_with = "seeds")]
+    seed: Option<u64>,
+    /// Run seeds 0..N (bands are checked on the median and the worst seed).
+    #[arg(long, value_name = "N")]
+    seeds: Option<u64>,
+    /// Override every scenario's duration (for example "60s"); bands whose
+    /// times fall past the end then fail.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    duration: Option<Nanos>,
+    /// Write the HTML report (index.html) — and with --csv the CSV series —
+    /// into this directory.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Write each run's per-second series as CSV, one file per run, into
+    /// DIR/csv (DIR from --out, default adaptx-report).
+    #[arg(long)]
+    csv: bool,
+    /// Check the bands: print each band's measured values against its bounds
+    /// and exit with status 1 if any fails.
+    #[arg(long)]
+    check: bool,
+    /// Also run the fixed-limit baselines (C*/2, C*, 2·C*, 5·C*) and the
+    /// oracle sweep, on the first seed.
+    #[arg(long)]
+    baselines: bool,
+    /// Let the oracle sweep every grid point up to its cap instead of
+    /// stopping once goodput stops improving.
+    #[arg(long)]
+    full_oracle: bool,
+    /// Worker threads. Default: all cores.
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// No progress on stderr.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        None => demo(cli.out, cli.threads),
+        Some(Command::Run(args)) => run(args),
+    }
+}
+
+fn demo(out: PathBuf, threads: Option<usize>) -> ExitCode {
+    let entries = match suite::builtin().and_then(|mut e| {
+        suite::resolve_references(&mut e, |_, name| suite::builtin_named(name))?;
+        Ok(e)
+    }) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut options = Options {
+        baselines: true,
+        progress: true,
+        ..Options::default()
+    };
+    if let Some(t) = threads {
+        options.threads = t.max(1);
+    }
+    eprintln!(
+        "adaptx-sim demo: {} scenarios x {} laws + baselines and oracle, seed 0, {} threads",
+        entries.len(),
+        options.laws.len(),
+        options.threads
+    );
+    let s = suite::run(entries, &options);
+    finish(&s, Some(out), false, false, true)
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let mut entries: Vec<Entry> = match suite::load(&args.files) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(d) = args.duration {
+        if d.0 < SECOND || d.0 % SECOND != 0 {
+            eprintln!("error: --duration: {d}: expected whole seconds, at least 1s");
+            return ExitCode::from(2);
+        }
+        for e in &mut entries {
+            e.scenario.duration = d;
+        }
+    }
+    let mut options = Options {
+        baselines: args.baselines,
+        full_oracle: args.full_oracle,
+        progress: !args.quiet,
+        ..Options::default()
+    };
+    if !args.law.is_empty() {
+        options.laws = Law::ALL
+            .into_iter()
+            .filter(|l| args.law.iter().any(|a| Law::from(*a) == *l))
+            .collect();
+    }
+    if let Some(n) = args.seeds {
+        options.seeds = (0..n.max(1)).collect();
+    } else if let Some(s) = args.seed {
+        options.seeds = vec![s];
+    }
+    if let Some(t) = args.threads {
+        options.threads = t.max(1);
+    }
+    let s = suite::run(entries, &options);
+    finish(&s, args.out, args.csv, args.check, false)
+}
+
+fn finish(s: &Suite, out: Option<PathBuf>, csv: bool, check: bool, show_bands: bool) -> ExitCode {
+    let seed = s.options.seeds.first().copied().unwrap_or(0);
+    println!("Summary (seed {seed}; steady state):");
+    print!("{}", report::summary_table(s));
+    if check || show_bands {
+        println!();
+        println!(
+            "Bands ({} seeds; the median seed must meet the bound, the worst seed the 1.5x looser one):",
+            s.options.seeds.len()
+        );
+        print!("{}", report::check_table(s));
+    }
+    println!();
+    println!(
+        "{} requests simulated in {:.2} s of simulation time on {} threads ({:.2} M requests/s per core); wall {:.2} s",
+        s.requests,
+        s.busy.as_secs_f64(),
+        s.options.threads,
+        s.requests_per_core_second() / 1e6,
+        s.wall.as_secs_f64()
+    );
+    let mut code = ExitCode::SUCCESS;
+    let dir = out.clone();
+    if let Some(dir) = &dir {
+        match report::write_html(s, dir) {
+            Ok(p) => println!("report: {}", p.display()),
+            Err(e) => {
+                eprintln!("error: writing the report into {}: {e}", dir.display());
+                code = ExitCode::from(2);
+            }
+        }
+    }
+    if csv {
+        let csv_dir = dir
+            .unwrap_or_else(|| PathBuf::from("adaptx-report"))
+            .join("csv");
+        match report::write_csv(s, &csv_dir) {
+            Ok(n) => println!("csv: {n} file(s) in {}", csv_dir.display()),
+            Err(e) => {
+                eprintln!("error: writing CSV into {}: {e}", csv_dir.display());
+                code = ExitCode::from(2);
+            }
+        }
+    }
+    if check {
+        let failed: Vec<_> = s.checks().filter(|c| !c.passed()).collect();
+        if failed.is_empty() {
+            println!("bands: all {} passed", s.checks().count());
+        } else {
+            println!("bands: {} of {} failed", failed.len(), s.checks().count());
+            if code == ExitCode::SUCCESS {
+                code = ExitCode::from(1);
+            }
+        }
+    }
+    code
+}

@@ -1,0 +1,304 @@
+//! What a run measures: one [`Second`] per second of virtual time, per client
+//! and in total, and the summaries the report and the bands read.
+
+use crate::scenario::Law;
+use crate::time::SECOND;
+
+/// What limits a client's concurrency in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Policy {
+    /// An adaptx control law, with the scenario's limiter options.
+    Law(Law),
+    /// A fixed limit: an adaptx limiter built with `min_limit = max_limit =
+    /// initial_limit = n`.
+    Fixed(usize),
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Policy::Law(l) => write!(f, "{l}"),
+            Policy::Fixed(n) => write!(f, "fixed {n}"),
+        }
+    }
+}
+
+/// Measures of one second of virtual time: the second `[k s, (k+1) s)`, with
+/// events at exactly `(k+1) s` that are completions counted in it (the
+/// second closes after the completions of its last instant).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Second {
+    /// The limit when the second closed (summed over clients in a total).
+    pub limit: u64,
+    /// The lowest limit during the second (summed over clients in a total).
+    pub limit_min: u64,
+    /// The highest limit during the second (in a total: the highest of any
+    /// one client).
+    pub limit_max: u64,
+    /// Time-average of the permits held.
+    pub in_flight: f64,
+    /// Most permits held at once.
+    pub in_flight_peak: u64,
+    /// Successful answers.
+    pub goodput: u64,
+    /// Answers that were client errors (not overload; not goodput).
+    pub client_errors: u64,
+    /// Overload errors answered by the backend (ceiling or rate limit).
+    pub rejects: u64,
+    /// Requests that timed out (dropped or too slow).
+    pub timeouts: u64,
+    /// Open-demand arrivals that found no free permit.
+    pub shed: u64,
+    /// Open-demand arrivals (0 for a closed demand).
+    pub arrivals: u64,
+    /// Requests admitted and sent to the backend.
+    pub sent: u64,
+    /// Median latency of the second's successes, ns (totals only).
+    pub p50_ns: Option<u64>,
+    /// 99th-percentile latency of the second's successes, ns (totals only).
+    pub p99_ns: Option<u64>,
+    /// Goodput ceiling during the second, per second (a client's share in a
+    /// client's series).
+    pub capacity: f64,
+    /// Best concurrency C* during the second, if the backend has one (a
+    /// client's share in a client's series).
+    pub c_star: Option<f64>,
+    /// Invariant violations seen during the second.
+    pub violations: u64,
+}
+
+impl Second {
+    /// Overload failures: rejections and timeouts.
+    pub fn overload(&self) -> u64 {
+        self.rejects + self.timeouts
+    }
+}
+
+/// The result of one run of one scenario with one policy and seed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// The scenario's id (its file name without `.toml`).
+    pub scenario: String,
+    /// What limited the clients.
+    pub policy: Policy,
+    /// The seed.
+    pub seed: u64,
+    /// Totals over clients, one per second.
+    pub seconds: Vec<Second>,
+    /// Each client's seconds.
+    pub clients: Vec<Vec<Second>>,
+    /// Index of the first steady second.
+    pub steady_from: usize,
+    /// Median latency of the steady successes, ns.
+    pub steady_p50_ns: Option<u64>,
+    /// 99th-percentile latency of the steady successes, ns.
+    pub steady_p99_ns: Option<u64>,
+    /// How many times any client's limit went down.
+    pub decreases: u64,
+    /// The sum of the clients' initial limits.
+    pub initial_limit: u64,
+    /// Each client's `[min_limit, max_limit]`.
+    pub limit_bounds: (usize, usize),
+}
+
+impl Run {
+    /// The steady seconds.
+    pub fn steady(&self) -> &[Second] {
+        &self.seconds[self.steady_from.min(self.seconds.len())..]
+    }
+
+    /// Requests sent to the backend in the whole run.
+    pub fn requests(&self) -> u64 {
+        self.seconds.iter().map(|s| s.sent).sum()
+    }
+
+    /// Steady goodput as a fraction of steady capacity.
+    pub fn goodput_fraction(&self) -> f64 {
+        let s = self.steady();
+        let cap: f64 = s.iter().map(|s| s.capacity).sum();
+        s.iter().map(|s| s.goodput).sum::<u64>() as f64 / cap
+    }
+
+    /// Steady goodput per second.
+    pub fn steady_goodput(&self) -> f64 {
+        mean(self.steady().iter().map(|s| s.goodput as f64))
+    }
+
+    /// Steady mean of the closing limit.
+    pub fn mean_limit(&self) -> f64 {
+        mean(self.steady().iter().map(|s| s.limit as f64))
+    }
+
+    /// Steady mean of C*, if the backend has one.
+    pub fn mean_c_star(&self) -> Option<f64> {
+        let s = self.steady();
+        let v: Option<Vec<f64>> = s.iter().map(|s| s.c_star).collect();
+        v.map(|v| mean(v.into_iter()))
+    }
+
+    /// Steady overload failures as a fraction of requests sent.
+    pub fn overload_fraction(&self) -> f64 {
+        let s = self.steady();
+        let sent: u64 = s.iter().map(|s| s.sent).sum();
+        let bad: u64 = s.iter().map(Second::overload).sum();
+        if sent == 0 {
+            0.0
+        } else {
+            bad as f64 / sent as f64
+        }
+    }
+
+    /// Steady overload failures.
+    pub fn steady_overload(&self) -> u64 {
+        self.steady().iter().map(Second::overload).sum()
+    }
+
+    /// Seconds in `[from, to)` (whole seconds, clamped to the run).
+    pub fn between(&self, from: u64, to: u64) -> &[Second] {
+        let n = self.seconds.len();
+        let a = ((from / SECOND) as usize).min(n);
+        let b = (to.div_ceil(SECOND) as usize).clamp(a, n);
+        &self.seconds[a..b]
+    }
+}
+
+/// Arithmetic mean; NaN for no values.
+pub(crate) fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (n, s) = v.fold((0u64, 0.0), |(n, s), x| (n + 1, s + x));
+    s / n as f64
+}
+
+/// Sub-buckets per power of two: bucket width ≤ 1/128 of the value (0.8 %).
+const SUB_BITS: u32 = 7;
+const SUB: u64 = 1 << SUB_BITS;
+/// Values below this are their own bucket.
+const LINEAR: u64 = 2 * SUB;
+const BUCKETS: usize = ((64 - SUB_BITS) as usize + 1) * SUB as usize;
+
+/// A log-linear latency histogram: exact below 256 ns, within 0.8 % above;
+/// percentiles are clamped to the exact minimum and maximum, so a flat
+/// latency reads exactly.
+#[derive(Debug, Clone)]
+pub(crate) struct Hist {
+    counts: Box<[u32]>,
+    n: u64,
+    min: u64,
+    max: u64,
+}
+
+impl Hist {
+    pub(crate) fn new() -> Self {
+        Self {
+            counts: vec![0; BUCKETS].into_boxed_slice(),
+            n: 0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+
+    #[inline]
+    fn index(v: u64) -> usize {
+        if v < LINEAR {
+            v as usize
+        } else {
+            let msb = 63 - v.leading_zeros();
+            let shift = msb - SUB_BITS;
+            (((shift + 1) as u64) << SUB_BITS | ((v >> shift) & (SUB - 1))) as usize
+        }
+    }
+
+    /// The middle of bucket `i`.
+    fn value(i: usize) -> u64 {
+        let i = i as u64;
+        if i < LINEAR {
+            i
+        } else {
+            let shift = (i >> SUB_BITS) - 1;
+            let low = (SUB | (i & (SUB - 1))) << shift;
+            low + ((1u64 << shift) >> 1)
+        }
+    }
+
+    #[inline]
+    pub(crate) fn record(&mut self, v: u64) {
+        self.counts[Self::index(v)] += 1;
+        self.n += 1;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+
+    pub(crate) fn clear(&mut self) {
+        if self.n > 0 {
+            self.counts.fill(0);
+            self.n = 0;
+            self.min = u64::MAX;
+            self.max = 0;
+        }
+    }
+
+    /// The `q` quantile, lower nearest rank (the ⌈q·n⌉-th smallest).
+    pub(crate) fn quantile(&self, q: f64) -> Option<u64> {
+        if self.n == 0 {
+            return None;
+        }
+        let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
+        let mut seen = 0u64;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += u64::from(c);
+            if seen >= rank {
+                return Some(Self::value(i).clamp(self.min, self.max));
+            }
+        }
+        Some(self.max)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_contiguous_and_tight() {
+        let mut prev = 0;
+        for v in [
+            0u64,
+            1,
+            255,
+            256,
+            257,
+            1000,
+            50_000_000,
+            3_000_000_000,
+            u64::MAX / 2,
+        ] {
+            let i = Hist::index(v);
+            assert!(i >= prev && i < BUCKETS, "{v}");
+            prev = i;
+            let back = Hist::value(i);
+            let err = (back as f64 - v as f64).abs() / (v.max(1) as f64);
+            assert!(err <= 1.0 / 128.0, "{v} -> {back}");
+        }
+    }
+
+    #[test]
+    fn flat_latency_reads_exactly() {
+        let mut h = Hist::new();
+        for _ in 0..100 {
+            h.record(50_000_000);
+        }
+        assert_eq!(h.quantile(0.5), Some(50_000_000));
+        assert_eq!(h.quantile(0.99), Some(50_000_000));
+    }
+
+    #[test]
+    fn quantiles_of_a_ramp() {
+        let mut h = Hist::new();
+        for v in 1..=1000u64 {
+            h.record(v * 1000);
+        }
+        let p50 = h.quantile(0.5).unwrap() as f64;
+        let p99 = h.quantile(0.99).unwrap() as f64;
+        assert!((p50 / 500_000.0 - 1.0).abs() < 0.01, "{p50}");
+        assert!((p99 / 990_000.0 - 1.0).abs() < 0.01, "{p99}");
+    }
+}

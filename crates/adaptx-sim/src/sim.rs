@@ -1,0 +1,644 @@
+//! The discrete-event engine: the real adaptx limiter, a modelled backend and
+//! the demand, in virtual time.
+//!
+//! # Implementation details
+//!
+//! Time is integer nanoseconds. The engine moves from instant to instant;
+//! the next instant is the earliest of: the backend's next departure, a
+//! pending overload-error answer, a client timeout, the end of the current
+//! measurement second, a schedule change, an open-demand arrival and a
+//! worker's end of think time. At each instant it runs, in this order:
+//!
+//! 1. **completions** — departures from the backend (in virtual-finish
+//!    order), then overload-error answers (in send order), then timeouts
+//!    (client by client, in send order); each records its outcome through
+//!    the request's real [`OwnedPermit`](adaptx::OwnedPermit), which is where
+//!    the limiter closes its own sample windows and runs its law;
+//! 2. **window closes** — the measurement second that ends now;
+//! 3. **schedule changes** at this instant;
+//! 4. **arrivals** — open-demand arrivals (admitted with `try_acquire_owned`
+//!    or shed) and workers back from thinking;
+//! 5. **admission** — each closed-demand client admits its queue of waiting
+//!    workers, in FIFO order, while a permit is free (the first client to try
+//!    rotates from instant to instant so none is favoured on exact ties).
+//!
+//! The shared [`ManualClock`] is set to the instant before any limiter call,
+//! so the permits measure latency in virtual time. Every source of
+//! randomness has its own seeded stream ([`crate::rng`]), so a run is a pure
+//! function of the scenario, the policy and the seed.
+//!
+//! Each event costs `O(log n)`: the backend keeps its requests in a heap by
+//! virtual finish time (see [`crate::backend`]); overload-error answers and
+//! think times go through one event heap; timeouts, whose deadlines are
+//! monotone per client, sit in a FIFO per client and are skipped lazily once
+//! their request is answered.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use adaptx::{Builder, Limiter, ManualClock, Outcome, OwnedPermit};
+
+use crate::backend::{Backend, Offer};
+use crate::measure::{Hist, Policy, Run, Second};
+use crate::rng::{self, streams};
+use crate::scenario::{BackendSpec, DemandKind, LimiterSpec, Scenario};
+use crate::time::SECOND;
+
+/// The adaptx builder for `spec` (and `policy`, if given), seeded and on
+/// `clock`.
+pub(crate) fn limiter_builder(
+    spec: &LimiterSpec,
+    policy: Option<Policy>,
+    seed: u64,
+    clock: ManualClock,
+) -> Builder {
+    let mut b = Limiter::builder().clock(clock).seed(seed);
+    if let Some(w) = spec.sample_window {
+        b = b.sample_window(std::time::Duration::from_nanos(w.0));
+    }
+    if let Some(Policy::Fixed(n)) = policy {
+        return b.initial_limit(n).min_limit(n).max_limit(n);
+    }
+    if let Some(Policy::Law(law)) = policy {
+        b = b.algorithm(law.algorithm());
+    }
+    if let Some(v) = spec.initial_limit {
+        b = b.initial_limit(v);
+    }
+    if let Some(v) = spec.min_limit {
+        b = b.min_limit(v);
+    }
+    if let Some(v) = spec.max_limit {
+        b = b.max_limit(v);
+    }
+    if let Some(v) = spec.warmup_samples {
+        b = b.warmup_samples(v);
+    }
+    if let Some(v) = spec.target_latency {
+        b = b.target_latency(std::time::Duration::from_nanos(v.0));
+    }
+    if let Some(v) = spec.tolerance {
+        b = b.tolerance(v);
+    }
+    if let Some(v) = spec.increase_rate {
+        b = b.increase_rate(v);
+    }
+    if let Some(v) = spec.decrease_ratio {
+        b = b.decrease_ratio(v);
+    }
+    if let Some(v) = spec.utilization {
+        b = b.utilization(v);
+    }
+    if let Some(v) = spec.smoothing {
+        b = b.smoothing(v);
+    }
+    if let Some(v) = spec.jitter {
+        b = b.jitter(v);
+    }
+    b
+}
+
+/// The goodput ceiling (per second) and the best concurrency C* of
+/// `backend` under the scenario's demand.
+///
+/// Capacity is `min(backend ceiling, demand ceiling) × (1 −
+/// client_error_rate)`, with the mean service time `s̄ = service_time × (1 +
+/// jitter)`: the backend's ceiling is the smallest of `workers / s̄`,
+/// `max_concurrency / s̄` and `rate_limit`; the demand's is, summed over
+/// clients, `min(workers, max_limit) / (s̄ + think_time)` for a closed demand
+/// and `rate` for an open one. C* is the smallest of `workers`,
+/// `max_concurrency` and `rate_limit × s̄`, and undefined when the backend has
+/// none of them.
+pub fn capacity(sc: &Scenario, backend: &BackendSpec) -> (f64, Option<f64>) {
+    let s = backend.service_time.as_secs_f64() * (1.0 + backend.jitter);
+    let mut ceiling = f64::INFINITY;
+    let mut c_star: Option<f64> = None;
+    let mut bound = |c: f64| c_star = Some(c_star.map_or(c, |x: f64| x.min(c)));
+    if let Some(c) = backend.workers {
+        ceiling = ceiling.min(f64::from(c) / s);
+        bound(f64::from(c));
+    }
+    if let Some(m) = backend.max_concurrency {
+        ceiling = ceiling.min(f64::from(m) / s);
+        bound(f64::from(m));
+    }
+    if let Some(r) = backend.rate_limit {
+        ceiling = ceiling.min(r);
+        bound(r * s);
+    }
+    let d = &sc.demand;
+    let per_client = match d.kind {
+        DemandKind::Closed => {
+            let n = d.workers.unwrap_or(0) as f64;
+            let think = d.think_time.map_or(0.0, |t| t.as_secs_f64());
+            n.min(sc.max_limit() as f64) / (s + think)
+        }
+        DemandKind::Open => d.rate.unwrap_or(0.0),
+    };
+    let demand = per_client * f64::from(d.clients);
+    (
+        ceiling.min(demand) * (1.0 - backend.client_error_rate),
+        c_star,
+    )
+}
+
+/// One request in flight (or answered by the client but still inside the
+/// backend).
+#[derive(Debug)]
+struct Req {
+    /// `None` once the client has its answer (or gave up).
+    permit: Option<OwnedPermit>,
+    client: u32,
+    start: u64,
+    generation: u32,
+    client_error: bool,
+    /// The backend holds it, or its overload-error answer is pending.
+    backend_holds: bool,
+}
+
+/// An event of the event heap: (time, rank, sequence, kind). Rank orders
+/// kinds at one instant: completions (0) before arrivals (1).
+type Ev = Reverse<(u64, u8, u64, EvKind)>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum EvKind {
+    /// An overload-error answer to request (slot, generation).
+    Reply(u32, u32),
+    /// A worker of this client is done thinking.
+    Think(u32),
+}
+
+struct Client {
+    limiter: Limiter,
+    max_limit: usize,
+    min_limit: usize,
+    initial: usize,
+    /// Closed: workers waiting for a permit.
+    waiting: u64,
+    think: u64,
+    /// Open: time of the next arrival, and the arrival stream.
+    next_arrival: u64,
+    mean_gap_ns: f64,
+    arrivals_rng: fastrand::Rng,
+    /// (deadline, slot, generation), in deadline order.
+    timeouts: VecDeque<(u64, u32, u32)>,
+    in_flight: u64,
+    area_since: u64,
+    area: u128,
+    last_limit: usize,
+    cur: Second,
+    series: Vec<Second>,
+}
+
+impl Client {
+    fn account(&mut self, t: u64) {
+        let dt = t - self.area_since;
+        self.area += u128::from(self.in_flight) * u128::from(dt);
+        self.area_since = t;
+    }
+
+    /// Notes the live limit after a completion (when it may have moved).
+    fn observe_limit(&mut self, decreases: &mut u64) {
+        let l = self.limiter.limit();
+        if l != self.last_limit {
+            if l < self.last_limit {
+                *decreases += 1;
+            }
+            self.last_limit = l;
+            let l = l as u64;
+            self.cur.limit_min = self.cur.limit_min.min(l);
+            self.cur.limit_max = self.cur.limit_max.max(l);
+            if !(self.min_limit..=self.max_limit).contains(&self.last_limit) {
+                self.cur.violations += 1;
+            }
+        }
+    }
+}
+
+/// Runs `sc` once with `policy` and `seed`.
+///
+/// # Panics
+///
+/// If the scenario's limiter options are invalid for the policy (checked when
+/// the scenario is loaded) — or if adaptx panics.
+pub fn run(sc: &Scenario, policy: Policy, seed: u64) -> Run {
+    Engine::new(sc, policy, seed).run()
+}
+
+struct Engine<'a> {
+    sc: &'a Scenario,
+    policy: Policy,
+    seed: u64,
+    clock: ManualClock,
+    clients: Vec<Client>,
+    reqs: Vec<Req>,
+    free: Vec<u32>,
+    backend: Backend,
+    events: BinaryHeap<Ev>,
+    seq: u64,
+    sched: usize,
+    next_tick: u64,
+    end: u64,
+    service_rng: fastrand::Rng,
+    error_rng: fastrand::Rng,
+    hist: Hist,
+    steady_hist: Hist,
+    steady_from: u64,
+    seconds: Vec<Second>,
+    done: Vec<u32>,
+    decreases: u64,
+    rotate: usize,
+}
+
+impl<'a> Engine<'a> {
+    fn new(sc: &'a Scenario, policy: Policy, seed: u64) -> Self {
+        let clock = ManualClock::new();
+        let d = &sc.demand;
+        let clients = (0..d.clients)
+            .map(|i| {
+                let lseed = rng::stream_seed(seed, streams::LIMITER + u64::from(i));
+                let limiter = limiter_builder(&sc.limiter, Some(policy), lseed, clock.clone())
+                    .build()
+                    .unwrap_or_else(|e| panic!("{}: limiter.{}: {e}", sc.source, e.field()));
+                let stats = limiter.stats();
+                let mut arrivals_rng = rng::stream(seed, streams::ARRIVALS + u64::from(i));
+                let (waiting, mean_gap_ns, next_arrival) = match d.kind {
+                    DemandKind::Closed => (u64::from(d.workers.unwrap_or(0)), 0.0, u64::MAX),
+                    DemandKind::Open => {
+                        let gap = SECOND as f64 / d.rate.unwrap_or(1.0);
+                        let first = gap_ns(&mut arrivals_rng, gap);
+                        (0, gap, first)
+                    }
+                };
+                let l = limiter.limit();
+                Client {
+                    max_limit: stats.max_limit,
+                    min_limit: stats.min_limit,
+                    initial: l,
+                    limiter,
+                    waiting,
+                    think: d.think_time.map_or(0, |t| t.0),
+                    next_arrival,
+                    mean_gap_ns,
+                    arrivals_rng,
+                    timeouts: VecDeque::new(),
+                    in_flight: 0,
+                    area_since: 0,
+                    area: 0,
+                    last_limit: l,
+                    cur: fresh(l as u64, 0),
+                    series: Vec::with_capacity((sc.duration.0 / SECOND) as usize),
+                }
+            })
+            .collect();
+        Self {
+            sc,
+            policy,
+            seed,
+            clock,
+            clients,
+            reqs: Vec::new(),
+            free: Vec::new(),
+            backend: Backend::new(sc.backend.clone()),
+            events: BinaryHeap::new(),
+            seq: 0,
+            sched: 0,
+            next_tick: SECOND,
+            end: sc.duration.0 / SECOND * SECOND,
+            service_rng: rng::stream(seed, streams::SERVICE),
+            error_rng: rng::stream(seed, streams::CLIENT_ERROR),
+            hist: Hist::new(),
+            steady_hist: Hist::new(),
+            steady_from: sc.steady_from().0,
+            seconds: Vec::with_capacity((sc.duration.0 / SECOND) as usize),
+            done: Vec::new(),
+            decreases: 0,
+            rotate: 0,
+        }
+    }
+
+    fn run(mut self) -> Run {
+        let mut t = 0;
+        loop {
+            self.step(t);
+            t = self.next_time();
+            if t > self.end {
+                break;
+            }
+        }
+        let initial_limit = self.clients.iter().map(|c| c.initial as u64).sum();
+        let bounds = self
+            .clients
+            .first()
+            .map_or((0, 0), |c| (c.min_limit, c.max_limit));
+        Run {
+            scenario: self.sc.id().to_string(),
+            policy: self.policy,
+            seed: self.seed,
+            steady_from: (self.steady_from / SECOND) as usize,
+            steady_p50_ns: self.steady_hist.quantile(0.5),
+            steady_p99_ns: self.steady_hist.quantile(0.99),
+            decreases: self.decreases,
+            initial_limit,
+            limit_bounds: bounds,
+            seconds: self.seconds,
+            clients: self.clients.into_iter().map(|c| c.series).collect(),
+        }
+    }
+
+    /// The earliest pending instant.
+    fn next_time(&mut self) -> u64 {
+        let mut t = self.backend.next_completion().min(self.next_tick);
+        if let Some(Reverse((at, ..))) = self.events.peek() {
+            t = t.min(*at);
+        }
+        if let Some(e) = self.sc.schedule.get(self.sched) {
+            t = t.min(e.at.0);
+        }
+        for c in &mut self.clients {
+            t = t.min(c.next_arrival);
+            while let Some(&(deadline, slot, generation)) = c.timeouts.front() {
+                let r = &self.reqs[slot as usize];
+                if r.generation != generation || r.permit.is_none() {
+                    c.timeouts.pop_front();
+                } else {
+                    t = t.min(deadline);
+                    break;
+                }
+            }
+        }
+        t
+    }
+
+    fn step(&mut self, t: u64) {
+        self.clock.set(std::time::Duration::from_nanos(t));
+        // 1. Completions.
+        if self.backend.next_completion() == t {
+            let mut done = std::mem::take(&mut self.done);
+            self.backend.complete(t, &mut done);
+            for &slot in &done {
+                self.departed(slot, t);
+            }
+            done.clear();
+            self.done = done;
+        }
+        while let Some(&Reverse((at, 0, _, kind))) = self.events.peek() {
+            if at != t {
+                break;
+            }
+            self.events.pop();
+            if let EvKind::Reply(slot, generation) = kind {
+                self.rejected(slot, generation, t);
+            }
+        }
+        for i in 0..self.clients.len() {
+            while let Some(&(deadline, slot, generation)) = self.clients[i].timeouts.front() {
+                if deadline != t {
+                    break;
+                }
+                self.clients[i].timeouts.pop_front();
+                self.timed_out(slot, generation, t);
+            }
+        }
+        // 2. The measurement second that ends now.
+        if t == self.next_tick {
+            self.close_second(t);
+            self.next_tick += SECOND;
+        }
+        // 3. Schedule changes.
+        while let Some(e) = self.sc.schedule.get(self.sched) {
+            if e.at.0 != t {
+                break;
+            }
+            let mut spec = self.backend.spec().clone();
+            e.apply(&mut spec);
+            self.backend.set_spec(t, spec);
+            self.sched += 1;
+        }
+        // 4. Arrivals.
+        for i in 0..self.clients.len() {
+            while self.clients[i].next_arrival == t {
+                let c = &mut self.clients[i];
+                c.cur.arrivals += 1;
+                let gap = gap_ns(&mut c.arrivals_rng, c.mean_gap_ns);
+                c.next_arrival = t.saturating_add(gap);
+                match c.limiter.try_acquire_owned() {
+                    Ok(p) => self.send(i, p, t),
+                    Err(_) => self.clients[i].cur.shed += 1,
+                }
+            }
+        }
+        while let Some(&Reverse((at, 1, _, kind))) = self.events.peek() {
+            if at != t {
+                break;
+            }
+            self.events.pop();
+            if let EvKind::Think(c) = kind {
+                self.clients[c as usize].waiting += 1;
+            }
+        }
+        // 5. Admission of waiting workers.
+        let n = self.clients.len();
+        self.rotate = (self.rotate + 1) % n;
+        for k in 0..n {
+            let i = (self.rotate + k) % n;
+            while self.clients[i].waiting > 0 && self.clients[i].limiter.allow() {
+                let Ok(p) = self.clients[i].limiter.try_acquire_owned() else {
+                    break;
+                };
+                self.clients[i].waiting -= 1;
+                self.send(i, p, t);
+            }
+        }
+    }
+
+    fn send(&mut self, i: usize, permit: OwnedPermit, t: u64) {
+        let c = &mut self.clients[i];
+        c.account(t);
+        c.in_flight += 1;
+        c.cur.in_flight_peak = c.cur.in_flight_peak.max(c.in_flight);
+        c.cur.sent += 1;
+        if c.in_flight > c.max_limit as u64 {
+            c.cur.violations += 1;
+        }
+        let deadline = t.saturating_add(self.sc.demand.timeout.0);
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.reqs.push(Req {
+                    permit: None,
+                    client: 0,
+                    start: 0,
+                    generation: 0,
+                    client_error: false,
+                    backend_holds: false,
+                });
+                (self.reqs.len() - 1) as u32
+            }
+        };
+        let rng = &mut self.service_rng;
+        let offer = self.backend.offer(t, slot, |b| {
+            let base = b.service_time.0;
+            if b.jitter > 0.0 {
+                base + rng::exponential(rng, b.jitter * base as f64).round() as u64
+            } else {
+                base
+            }
+        });
+        let client_error = offer == Offer::Accepted && {
+            let rate = self.backend.spec().client_error_rate;
+            rate > 0.0 && self.error_rng.f64() < rate
+        };
+        let r = &mut self.reqs[slot as usize];
+        r.permit = Some(permit);
+        r.client = i as u32;
+        r.start = t;
+        r.generation = r.generation.wrapping_add(1);
+        r.client_error = client_error;
+        r.backend_holds = offer != Offer::Dropped;
+        let generation = r.generation;
+        if offer == Offer::Rejected {
+            let at = t.saturating_add(self.backend.spec().reject_latency.0);
+            self.seq += 1;
+            self.events
+                .push(Reverse((at, 0, self.seq, EvKind::Reply(slot, generation))));
+        }
+        self.clients[i]
+            .timeouts
+            .push_back((deadline, slot, generation));
+    }
+
+    /// The client side of a request ends with `outcome` at `t`.
+    fn finish(&mut self, slot: u32, t: u64, outcome: Outcome) -> usize {
+        let r = &mut self.reqs[slot as usize];
+        let i = r.client as usize;
+        if let Some(p) = r.permit.take() {
+            p.record(outcome);
+        }
+        let c = &mut self.clients[i];
+        c.account(t);
+        c.in_flight -= 1;
+        c.observe_limit(&mut self.decreases);
+        if self.sc.demand.kind == DemandKind::Closed {
+            if c.think == 0 {
+                c.waiting += 1;
+            } else {
+                self.seq += 1;
+                let at = t.saturating_add(c.think);
+                self.events
+                    .push(Reverse((at, 1, self.seq, EvKind::Think(i as u32))));
+            }
+        }
+        i
+    }
+
+    fn release_slot(&mut self, slot: u32) {
+        let r = &self.reqs[slot as usize];
+        if r.permit.is_none() && !r.backend_holds {
+            self.free.push(slot);
+        }
+    }
+
+    fn departed(&mut self, slot: u32, t: u64) {
+        let r = &mut self.reqs[slot as usize];
+        r.backend_holds = false;
+        if r.permit.is_some() {
+            let latency = t - r.start;
+            let client_error = r.client_error;
+            // A client error says nothing about capacity: a success for the
+            // limiter, but not goodput.
+            let i = self.finish(slot, t, Outcome::Success);
+            let c = &mut self.clients[i];
+            if client_error {
+                c.cur.client_errors += 1;
+            } else {
+                c.cur.goodput += 1;
+                self.hist.record(latency);
+                if t > self.steady_from {
+                    self.steady_hist.record(latency);
+                }
+            }
+        }
+        self.release_slot(slot);
+    }
+
+    fn rejected(&mut self, slot: u32, generation: u32, t: u64) {
+        let r = &mut self.reqs[slot as usize];
+        if r.generation != generation {
+            return;
+        }
+        r.backend_holds = false;
+        if r.permit.is_some() {
+            let i = self.finish(slot, t, Outcome::Failure);
+            self.clients[i].cur.rejects += 1;
+        }
+        self.release_slot(slot);
+    }
+
+    fn timed_out(&mut self, slot: u32, generation: u32, t: u64) {
+        let r = &self.reqs[slot as usize];
+        if r.generation != generation || r.permit.is_none() {
+            return;
+        }
+        let i = self.finish(slot, t, Outcome::Failure);
+        self.clients[i].cur.timeouts += 1;
+        self.release_slot(slot);
+    }
+
+    fn close_second(&mut self, t: u64) {
+        let (capacity, c_star) = capacity(self.sc, self.backend.spec());
+        let n = self.clients.len() as f64;
+        let mut total = Second {
+            capacity,
+            c_star,
+            p50_ns: self.hist.quantile(0.5),
+            p99_ns: self.hist.quantile(0.99),
+            ..Second::default()
+        };
+        self.hist.clear();
+        for c in &mut self.clients {
+            c.account(t);
+            let mut s = std::mem::take(&mut c.cur);
+            s.in_flight = c.area as f64 / SECOND as f64;
+            c.area = 0;
+            let l = c.limiter.limit();
+            s.limit = l as u64;
+            s.capacity = capacity / n;
+            s.c_star = c_star.map(|x| x / n);
+            c.cur = fresh(l as u64, c.in_flight);
+            total.limit += s.limit;
+            total.limit_min += s.limit_min;
+            total.limit_max = total.limit_max.max(s.limit_max);
+            total.in_flight += s.in_flight;
+            total.in_flight_peak += s.in_flight_peak;
+            total.goodput += s.goodput;
+            total.client_errors += s.client_errors;
+            total.rejects += s.rejects;
+            total.timeouts += s.timeouts;
+            total.shed += s.shed;
+            total.arrivals += s.arrivals;
+            total.sent += s.sent;
+            total.violations += s.violations;
+            c.series.push(s);
+        }
+        if !total.in_flight.is_finite() {
+            total.violations += 1;
+        }
+        self.seconds.push(total);
+    }
+}
+
+/// A fresh second that opens with limit `l` and `in_flight` permits held.
+fn fresh(l: u64, in_flight: u64) -> Second {
+    Second {
+        limit_min: l,
+        limit_max: l,
+        in_flight_peak: in_flight,
+        ..Second::default()
+    }
+}
+
+/// An exponential gap with mean `mean_ns`, at least 1 ns.
+fn gap_ns(rng: &mut fastrand::Rng, mean_ns: f64) -> u64 {
+    (rng::exponential(rng, mean_ns).round() as u64).max(1)
+}

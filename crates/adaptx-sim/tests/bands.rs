@@ -1,0 +1,110 @@
+//! Every shipped scenario, seeds 0–9, each law: the bands of
+//! `scenarios/*.toml` must hold for the median seed, and 1.5× looser for the
+//! worst (see `adaptx_sim::band`). Each test prints its band table
+//! (`cargo test -p adaptx-sim --test bands -- --nocapture`).
+//!
+//! A band a law cannot meet is not widened: its test is `#[ignore]`d with the
+//! measured value and the diagnosis, and `cargo test -p adaptx-sim --test
+//! bands -- --ignored --nocapture` shows it failing. The same check, faster,
+//! in release: `cargo run --release -p adaptx-sim -- run --check --seeds 10
+//! scenarios/`.
+//!
+//! # Known failures (law limits, not simulator bugs)
+//!
+//! - **Vegas in 03-hard-limit, 04-drop-timeout, 05-queueing** collapses to a
+//!   limit of 1 (steady gp 0.05, mean limit 1, every seed). These backends
+//!   have 10 % exponential service-time jitter. Vegas estimates the queue as
+//!   `L·(1 − RTT_min/RTT)`: with RTT_min ≈ 50 ms and a mean of 55 ms that is
+//!   ≈ 0.09·L with no queue at all, between α = 0.05·L and β = 0.1·L (tolerance
+//!   0.1, T = 100 ms, RTT_min/T = 0.5). So it never grows, and every window
+//!   whose mean is a little above average crosses β and halves the limit.
+//!   With 5 % jitter it holds C* (mean limit ≈ 21 in 05); at 8 % it stalls at
+//!   its initial 10; at 10 % it collapses.
+//! - **Gradient in 05-queueing** keeps a standing queue: steady p50 ≈ 256 ms
+//!   against ≤ 125 ms (worst ≈ 257 ms against ≤ 187.5 ms), mean limit ≈ 95
+//!   (4.7·C*). It compares each window's mean with its own moving average, so
+//!   climbing one permit per window past the 20 workers raises the latency by
+//!   only ~1 % per window — inside its 10 % tolerance — and it never sees the
+//!   queue, even with no jitter at all.
+
+mod common;
+
+use adaptx_sim::Law;
+use adaptx_sim::report;
+use adaptx_sim::suite::{self, Options};
+
+fn check(file: &str, law: Law) {
+    let entries =
+        suite::load(&[common::scenarios_dir().join(file)]).unwrap_or_else(|e| panic!("{e}"));
+    let options = Options {
+        laws: vec![law],
+        seeds: (0..10).collect(),
+        threads: 1,
+        ..Options::default()
+    };
+    let s = suite::run(entries, &options);
+    let table = report::check_table(&s);
+    println!("{file}, {law}:\n{table}");
+    assert!(s.checks().count() > 0, "{file}: no band applies to {law}");
+    let failed: Vec<String> = s
+        .checks()
+        .filter(|c| !c.passed())
+        .map(|c| format!("{} {}", c.what, c.bound.describe()))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{file}, {law}: failed {failed:?}\n{table}"
+    );
+}
+
+macro_rules! bands {
+    ($($(#[$attr:meta])* $name:ident: $file:literal, $law:ident;)*) => {
+        $(
+            $(#[$attr])*
+            #[test]
+            fn $name() {
+                check($file, Law::$law);
+            }
+        )*
+    };
+}
+
+bands! {
+    ramp_aimd: "01-ramp.toml", Aimd;
+    ramp_vegas: "01-ramp.toml", Vegas;
+    ramp_gradient: "01-ramp.toml", Gradient;
+    light_load_aimd: "02-light-load.toml", Aimd;
+    light_load_vegas: "02-light-load.toml", Vegas;
+    light_load_gradient: "02-light-load.toml", Gradient;
+    hard_limit_aimd: "03-hard-limit.toml", Aimd;
+    #[ignore = "vegas: gp 0.05 < 0.60 (every seed); 10 % service jitter reads as a queue to vegas (module docs)"]
+    hard_limit_vegas: "03-hard-limit.toml", Vegas;
+    hard_limit_gradient: "03-hard-limit.toml", Gradient;
+    drop_timeout_aimd: "04-drop-timeout.toml", Aimd;
+    #[ignore = "vegas: gp 0.05 < 0.45 (every seed); 10 % service jitter reads as a queue to vegas (module docs)"]
+    drop_timeout_vegas: "04-drop-timeout.toml", Vegas;
+    drop_timeout_gradient: "04-drop-timeout.toml", Gradient;
+    queueing_aimd: "05-queueing.toml", Aimd;
+    #[ignore = "vegas: mean limit 1 < 18 and gp 0.05 < 0.90 (every seed); 10 % service jitter reads as a queue to vegas (module docs)"]
+    queueing_vegas: "05-queueing.toml", Vegas;
+    #[ignore = "gradient: steady p50 256 ms > 125 ms: it cannot see a standing queue (module docs)"]
+    queueing_gradient: "05-queueing.toml", Gradient;
+    step_down_up_aimd: "06-step-down-up.toml", Aimd;
+    step_down_up_vegas: "06-step-down-up.toml", Vegas;
+    step_down_up_gradient: "06-step-down-up.toml", Gradient;
+    outage_aimd: "07-outage.toml", Aimd;
+    outage_vegas: "07-outage.toml", Vegas;
+    outage_gradient: "07-outage.toml", Gradient;
+    latency_step_aimd: "08-latency-step.toml", Aimd;
+    latency_step_vegas: "08-latency-step.toml", Vegas;
+    latency_step_gradient: "08-latency-step.toml", Gradient;
+    client_errors_aimd: "09-client-errors.toml", Aimd;
+    client_errors_vegas: "09-client-errors.toml", Vegas;
+    client_errors_gradient: "09-client-errors.toml", Gradient;
+    fairness_aimd: "10-fairness.toml", Aimd;
+    fairness_vegas: "10-fairness.toml", Vegas;
+    fairness_gradient: "10-fairness.toml", Gradient;
+    slow_backend_aimd: "11-slow-backend.toml", Aimd;
+    slow_backend_vegas: "11-slow-backend.toml", Vegas;
+    slow_backend_gradient: "11-slow-backend.toml", Gradient;
+}

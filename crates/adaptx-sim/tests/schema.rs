@@ -1,0 +1,253 @@
+//! Scenario files: the shipped ones load, and a bad one is a clear error
+//! naming the file, the field and what was expected.
+
+mod common;
+
+use adaptx_sim::Scenario;
+use adaptx_sim::suite;
+
+const GOOD: &str = r#"
+name = "ok"
+duration = "10s"
+[backend]
+service_time = "50ms"
+[demand]
+kind = "closed"
+workers = 10
+"#;
+
+fn error(text: &str) -> String {
+    let e = Scenario::from_toml("bad.toml", text).expect_err("the file should be rejected");
+    assert_eq!(e.file(), "bad.toml");
+    e.to_string()
+}
+
+fn assert_mentions(msg: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(msg.contains(p), "`{p}` missing from:\n{msg}");
+    }
+}
+
+#[test]
+fn the_shipped_scenarios_load() {
+    let entries = suite::load(&[common::scenarios_dir()]).unwrap();
+    let ids: Vec<&str> = entries.iter().map(|e| e.scenario.id()).collect();
+    assert_eq!(
+        ids,
+        [
+            "01-ramp",
+            "02-light-load",
+            "03-hard-limit",
+            "04-drop-timeout",
+            "05-queueing",
+            "06-step-down-up",
+            "07-outage",
+            "08-latency-step",
+            "09-client-errors",
+            "10-fairness",
+            "11-slow-backend"
+        ]
+    );
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.shown && !e.scenario.bands.is_empty())
+    );
+    // The compiled-in copies are the same files.
+    let builtin = suite::builtin().unwrap();
+    assert_eq!(builtin.len(), entries.len());
+    for (b, e) in builtin.iter().zip(&entries) {
+        assert_eq!(b.scenario.id(), e.scenario.id());
+        assert_eq!(b.scenario.bands.len(), e.scenario.bands.len());
+    }
+}
+
+#[test]
+fn a_good_file_loads() {
+    let sc = Scenario::from_toml("good.toml", GOOD).unwrap();
+    assert_eq!(sc.id(), "good");
+    assert_eq!(sc.duration.0, 10_000_000_000);
+    assert_eq!(sc.demand.timeout, adaptx_sim::DEFAULT_TIMEOUT);
+    assert_eq!(
+        sc.backend.reject_latency,
+        adaptx_sim::DEFAULT_REJECT_LATENCY
+    );
+}
+
+#[test]
+fn unknown_key_is_named() {
+    let msg = error(&GOOD.replace("workers = 10", "workers = 10\nworkrs = 5"));
+    assert_mentions(&msg, &["bad.toml", "unknown field `workrs`", "line 9"]);
+}
+
+#[test]
+fn unknown_key_in_a_band_is_named() {
+    let msg = error(&format!(
+        "{GOOD}\n[[band]]\nlaws = [\"aimd\"]\nmetric = \"goodput\"\nminimum = 0.5\n"
+    ));
+    assert_mentions(&msg, &["bad.toml", "unknown field `minimum`", "`min`"]);
+}
+
+#[test]
+fn wrong_type_is_named() {
+    let msg = error(&GOOD.replace("workers = 10", "workers = \"ten\""));
+    assert_mentions(&msg, &["bad.toml", "workers", "invalid type"]);
+}
+
+#[test]
+fn bad_duration_says_what_a_duration_looks_like() {
+    let msg = error(&GOOD.replace("\"50ms\"", "\"50 parsecs\""));
+    assert_mentions(
+        &msg,
+        &["bad.toml", "service_time", "invalid duration", "\"50ms\""],
+    );
+    let msg = error(&GOOD.replace("\"50ms\"", "50"));
+    assert_mentions(&msg, &["bad.toml", "service_time", "a duration string"]);
+}
+
+#[test]
+fn bad_enum_value_lists_the_choices() {
+    let msg = error(&GOOD.replace(
+        "service_time = \"50ms\"",
+        "service_time = \"50ms\"\nover_limit = \"explode\"",
+    ));
+    assert_mentions(&msg, &["bad.toml", "over_limit", "reject", "drop"]);
+    let msg = error(&format!(
+        "{GOOD}\n[[band]]\nlaws = [\"tcp\"]\nmetric = \"goodput\"\n"
+    ));
+    assert_mentions(&msg, &["bad.toml", "laws", "aimd", "vegas", "gradient"]);
+    let msg = error(&format!(
+        "{GOOD}\n[[band]]\nlaws = [\"aimd\"]\nmetric = \"speed\"\n"
+    ));
+    assert_mentions(&msg, &["bad.toml", "metric", "goodput"]);
+}
+
+#[test]
+fn missing_section_is_named() {
+    let msg = error("name = \"x\"\nduration = \"10s\"\n[demand]\nkind = \"closed\"\nworkers = 1\n");
+    assert_mentions(&msg, &["bad.toml", "missing field `backend`"]);
+}
+
+#[test]
+fn demand_fields_are_checked_against_the_kind() {
+    let msg = error(&GOOD.replace("kind = \"closed\"\nworkers = 10", "kind = \"open\""));
+    assert_mentions(
+        &msg,
+        &["bad.toml", "demand.rate", "required for an open demand"],
+    );
+    let msg = error(&GOOD.replace("workers = 10", "rate = 5.0"));
+    assert_mentions(
+        &msg,
+        &["bad.toml", "demand.workers", "required for a closed demand"],
+    );
+    let msg = error(&GOOD.replace("workers = 10", "workers = 0"));
+    assert_mentions(&msg, &["demand.workers", "at least 1"]);
+}
+
+#[test]
+fn backend_ranges_are_checked() {
+    let msg = error(&GOOD.replace(
+        "service_time = \"50ms\"",
+        "service_time = \"50ms\"\nclient_error_rate = 1.5",
+    ));
+    assert_mentions(
+        &msg,
+        &["bad.toml", "backend.client_error_rate", "0 <= value <= 1"],
+    );
+    let msg = error(&GOOD.replace(
+        "service_time = \"50ms\"",
+        "service_time = \"50ms\"\njitter = -1.0",
+    ));
+    assert_mentions(&msg, &["backend.jitter", ">= 0"]);
+    let msg = error(&GOOD.replace("\"50ms\"", "\"0s\""));
+    assert_mentions(&msg, &["backend.service_time", "more than 0"]);
+}
+
+#[test]
+fn schedule_is_checked() {
+    let msg = error(&format!(
+        "{GOOD}\n[[schedule]]\nat = \"5s\"\nworkers = 2\n[[schedule]]\nat = \"3s\"\nworkers = 4\n"
+    ));
+    assert_mentions(&msg, &["bad.toml", "schedule[1].at", "time order"]);
+    let msg = error(&format!(
+        "{GOOD}\n[[schedule]]\nat = \"20s\"\nworkers = 2\n"
+    ));
+    assert_mentions(&msg, &["schedule[0].at", "before the end of the run"]);
+    let msg = error(&format!("{GOOD}\n[[schedule]]\nat = \"2s\"\nworkers = 0\n"));
+    assert_mentions(&msg, &["schedule[0].workers", "at least 1"]);
+}
+
+#[test]
+fn limiter_options_are_checked_by_adaptx() {
+    let msg = error(&format!("{GOOD}\n[limiter]\ndecrease_ratio = 1.5\n"));
+    assert_mentions(
+        &msg,
+        &["bad.toml", "limiter.decrease_ratio", "0 < value < 1"],
+    );
+}
+
+#[test]
+fn band_parameters_are_checked_against_the_metric() {
+    let msg = error(&format!(
+        "{GOOD}\n[[band]]\nlaws = [\"aimd\"]\nmetric = \"time_to_limit_at_most\"\nthreshold = 5\nmax = 3\n"
+    ));
+    assert_mentions(
+        &msg,
+        &[
+            "bad.toml",
+            "band[0].after",
+            "required by metric `time_to_limit_at_most`",
+        ],
+    );
+    let msg = error(&format!(
+        "{GOOD}\n[[band]]\nlaws = [\"aimd\"]\nmetric = \"goodput\"\nthreshold = 5\nmin = 0.5\n"
+    ));
+    assert_mentions(
+        &msg,
+        &["band[0].threshold", "not a parameter of metric `goodput`"],
+    );
+    let msg = error(&format!(
+        "{GOOD}\n[[band]]\nlaws = [\"aimd\"]\nmetric = \"goodput\"\nmin = 0.9\nmax = 0.5\n"
+    ));
+    assert_mentions(&msg, &["band[0]", "min 0.9 is above max 0.5"]);
+    let msg = error(&format!(
+        "{GOOD}\n[[band]]\nlaws = []\nmetric = \"goodput\"\n"
+    ));
+    assert_mentions(&msg, &["band[0].laws", "at least one law"]);
+    let msg = error(&format!(
+        "{GOOD}\n[[band]]\nlaws = [\"aimd\"]\nmetric = \"max_limit\"\nfrom = \"30s\"\nmax = 3\n"
+    ));
+    assert_mentions(&msg, &["band[0].from", "past the end of the run"]);
+}
+
+#[test]
+fn a_missing_reference_names_the_referring_file() {
+    let dir = std::env::temp_dir().join(format!("adaptx-sim-schema-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("refers.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "{GOOD}\n[[band]]\nlaws = [\"aimd\"]\nmetric = \"reference_deviation\"\nreference = \"nowhere.toml\"\nmax = 0.1\n"
+        ),
+    )
+    .unwrap();
+    let e = suite::load(&[file]).unwrap_err().to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_mentions(
+        &e,
+        &[
+            "refers.toml",
+            "band[0].reference",
+            "nowhere.toml",
+            "cannot read",
+        ],
+    );
+}
+
+#[test]
+fn an_unreadable_file_is_named() {
+    let e = Scenario::load(std::path::Path::new("/nonexistent/x.toml")).unwrap_err();
+    assert_eq!(e.file(), "/nonexistent/x.toml");
+    assert!(e.to_string().contains("cannot read"));
+}
