@@ -7,8 +7,8 @@
 //! split into [`STRIPES`] stripes, one per group of threads (a thread keeps
 //! the stripe it was given on first use), each on its own cache lines: a
 //! success adds to one bucket of its stripe's current latency histogram, a
-//! failure to its stripe's cumulative `fail` counter; both add to the
-//! stripe's cumulative `rtt_sum`. That is two atomic read-modify-writes per
+//! failure to its stripe's cumulative `fail` counter; each adds its latency
+//! to the stripe's cumulative `ok_rtt` or `fail_rtt`. That is two atomic read-modify-writes per
 //! sample, on lines that threads of other stripes do not touch. The shared
 //! per-window extremes (`min_rtt`, `peak`) are read on every sample but
 //! written only when they move, and they share the limiter's hot cache line
@@ -99,7 +99,8 @@ pub(crate) enum Event {
 #[derive(Debug)]
 struct Stripe {
     fail: AtomicU64,
-    rtt_sum: AtomicU64,
+    ok_rtt: AtomicU64,
+    fail_rtt: AtomicU64,
     events: [AtomicU64; 4],
     hist: [Histogram; 2],
 }
@@ -108,7 +109,8 @@ impl Stripe {
     fn new() -> Self {
         Self {
             fail: AtomicU64::new(0),
-            rtt_sum: AtomicU64::new(0),
+            ok_rtt: AtomicU64::new(0),
+            fail_rtt: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             hist: [Histogram::new(), Histogram::new()],
         }
@@ -145,10 +147,11 @@ impl Window {
         if success {
             let cur = self.epoch.load(Ordering::Relaxed) as usize & 1;
             s.hist[cur].record(nanos);
+            s.ok_rtt.fetch_add(nanos, Ordering::Relaxed);
         } else {
             s.fail.fetch_add(1, Ordering::Relaxed);
+            s.fail_rtt.fetch_add(nanos, Ordering::Relaxed);
         }
-        s.rtt_sum.fetch_add(nanos, Ordering::Relaxed);
         // RTT_min is a service time: a fast failure (connection refused) or a
         // zero reading from a coarse clock is not one.
         if success && nanos > 0 && nanos < self.min_rtt.load(Ordering::Relaxed) {
@@ -187,8 +190,12 @@ impl Window {
         self.sum(|s| s.fail.load(Ordering::Relaxed))
     }
 
-    fn rtt_sum(&self) -> u64 {
-        self.sum(|s| s.rtt_sum.load(Ordering::Relaxed))
+    /// Cumulative latency of successful and of failed samples.
+    fn rtt_sums(&self) -> (u64, u64) {
+        (
+            self.sum(|s| s.ok_rtt.load(Ordering::Relaxed)),
+            self.sum(|s| s.fail_rtt.load(Ordering::Relaxed)),
+        )
     }
 
     /// Adds the successful latency samples of the window in progress and,
@@ -223,7 +230,8 @@ impl Window {
     fn clear(&self, now: u64) {
         for s in self.stripes.iter() {
             s.fail.store(0, Ordering::Relaxed);
-            s.rtt_sum.store(0, Ordering::Relaxed);
+            s.ok_rtt.store(0, Ordering::Relaxed);
+            s.fail_rtt.store(0, Ordering::Relaxed);
             for e in &s.events {
                 e.store(0, Ordering::Relaxed);
             }
@@ -262,7 +270,8 @@ pub(crate) struct Control {
     folded_ok: u64,
     last_ok: u64,
     last_fail: u64,
-    last_rtt: u64,
+    last_ok_rtt: u64,
+    last_fail_rtt: u64,
 }
 
 /// What a window close decided.
@@ -283,7 +292,8 @@ impl Control {
             folded_ok: 0,
             last_ok: 0,
             last_fail: 0,
-            last_rtt: 0,
+            last_ok_rtt: 0,
+            last_fail_rtt: 0,
         }
     }
 
@@ -296,7 +306,8 @@ impl Control {
         self.folded_ok = 0;
         self.last_ok = 0;
         self.last_fail = 0;
-        self.last_rtt = 0;
+        self.last_ok_rtt = 0;
+        self.last_fail_rtt = 0;
     }
 
     /// Samples recorded since construction or reset: (successes, failures).
@@ -327,21 +338,28 @@ impl Control {
         adapt: bool,
     ) -> Option<Decision> {
         let (ok, fail) = self.totals(w);
-        let rtt = w.rtt_sum();
+        let (ok_rtt, fail_rtt) = w.rtt_sums();
         let min_rtt = w.min_rtt.swap(u64::MAX, Ordering::Relaxed);
         let peak = w.peak.swap(0, Ordering::Relaxed);
         self.folded_ok = self.folded_ok.wrapping_add(w.rotate());
 
         let ok_n = ok.wrapping_sub(self.last_ok);
         let fail_n = fail.wrapping_sub(self.last_fail);
-        let rtt_sum = rtt.wrapping_sub(self.last_rtt);
-        (self.last_ok, self.last_fail, self.last_rtt) = (ok, fail, rtt);
+        let ok_rtt_n = ok_rtt.wrapping_sub(self.last_ok_rtt);
+        let rtt_sum = ok_rtt_n.wrapping_add(fail_rtt.wrapping_sub(self.last_fail_rtt));
+        (self.last_ok, self.last_fail) = (ok, fail);
+        (self.last_ok_rtt, self.last_fail_rtt) = (ok_rtt, fail_rtt);
         let samples = ok_n.saturating_add(fail_n);
         if samples == 0 {
             return None;
         }
-        if min_rtt != u64::MAX {
-            let m = min_rtt as f64;
+        // RTT_min is the lowest window mean of successful samples: a single
+        // lucky sample of a noisy backend would make service-time noise look
+        // like queueing (with 10 % exponential jitter the minimum sample sits
+        // ~10 % under the mean, which Vegas' default band reads as a queue),
+        // and a fast failure is not a service time at all.
+        if ok_n > 0 && ok_rtt_n > 0 {
+            let m = ok_rtt_n as f64 / ok_n as f64;
             self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
         }
         let seen = ok.saturating_add(fail);

@@ -1179,3 +1179,22 @@ async fn difference_granted_then_dropped_waiter_counts_as_dropped() {
     assert_eq!(after.total, 2, "total never goes back");
     assert_eq!((after.dropped, after.rejected, after.in_flight), (1, 0, 0));
 }
+
+/// RTT_min is the lowest window mean of successful samples: one lucky fast
+/// sample in a noisy window, or fast failures, do not lower it.
+#[test]
+fn difference_rtt_floor_is_lowest_success_window_mean() {
+    let rig = Rig::new(|b| b.algorithm(Algorithm::Vegas).min_latency_decay(0.0));
+    // A window with samples 40 ms and 60 ms, and a fast failure: mean of
+    // successes 50 ms.
+    rig.record_idle(Outcome::Success, ms(40));
+    rig.record_idle(Outcome::Failure, Duration::from_micros(50));
+    rig.advance();
+    rig.record_idle(Outcome::Success, ms(60));
+    assert_eq!(rig.limiter.min_latency_estimate(), Some(ms(50)));
+    // A slower window does not raise it; a faster one lowers it.
+    rig.idle_window(Outcome::Success, ms(70));
+    assert_eq!(rig.limiter.min_latency_estimate(), Some(ms(50)));
+    rig.idle_window(Outcome::Success, ms(45));
+    assert_eq!(rig.limiter.min_latency_estimate(), Some(ms(45)));
+}

@@ -707,8 +707,10 @@ fn vegas_adapts_from_latency() {
     assert_eq!(rig.limiter.algorithm(), "vegas");
 }
 
-// Go #38 (white-box in Go; the §3.5 vectors, reached through the limiter:
-// samples m and 2r − m give floor m and mean r).
+// Go #38 (white-box in Go; the §3.5 vectors, reached through the limiter).
+// Our RTT_min is the lowest window mean of successes, not Go's lowest single
+// sample, so an idle (hence holding) window of `m` samples sets the floor,
+// then a saturated window of mean `r` is judged against it.
 #[test]
 fn vegas_queue_uses_rtt_denominator() {
     let vegas = || {
@@ -720,9 +722,9 @@ fn vegas_queue_uses_rtt_denominator() {
         })
     };
     // m 1 ms, r 2 ms: q = 10 · (1 − 1/2) = 5, α = 4, β = 8: hold.
-    assert_eq!(vegas().saturated_window2(ms(1), ms(3)), 10);
+    assert_eq!(floor_then_window(vegas(), ms(1), ms(2)), 10);
     // m 1 ms, r 10 ms: q = 9 > β = 8: floor(10 · 0.5) = 5.
-    assert_eq!(vegas().saturated_window2(ms(1), ms(19)), 5);
+    assert_eq!(floor_then_window(vegas(), ms(1), ms(10)), 5);
     // The same vectors on the law itself.
     let mut law = Vegas::new(0.4, Duration::from_nanos(1), 0.5, 0.9).expect("valid parameters");
     assert_eq!(law.next_limit(10, &summary(10, 2e6, Some(1e6), None)), 10);
@@ -1199,16 +1201,29 @@ fn vegas_guard_branches() {
     assert_eq!(rig.saturated_window(Duration::ZERO), 10);
     // The hold band: m 1e6, r 1 063 830, T 2 ms, tol 0.1: q ≈ 0.6 between
     // α = 0.5 and β = 1.0.
-    let mut rig = Rig::new(|b| {
+    let rig = Rig::new(|b| {
         b.algorithm(Algorithm::Vegas)
             .tolerance(0.1)
             .target_latency(ms(2))
     });
     let (m, r) = (1_000_000, 1_063_830);
     assert_eq!(
-        rig.saturated_window2(Duration::from_nanos(m), Duration::from_nanos(2 * r - m)),
+        floor_then_window(rig, Duration::from_nanos(m), Duration::from_nanos(r)),
         10
     );
+}
+
+/// An idle window of `m` samples (it holds: the window did not use the
+/// limit) sets RTT_min to `m`; then a saturated window of mean `r`. Returns
+/// the limit after it.
+fn floor_then_window(mut rig: Rig, m: Duration, r: Duration) -> usize {
+    assert_eq!(
+        rig.idle_window(Outcome::Success, m),
+        10,
+        "the idle window holds"
+    );
+    assert_eq!(rig.limiter.min_latency_estimate(), Some(m));
+    rig.saturated_window(r)
 }
 
 // Go #64 (white-box in Go). q ≈ 0.7: T = 2 ms gives α 0.5, β 1.0 (hold);
@@ -1217,12 +1232,13 @@ fn vegas_guard_branches() {
 fn vegas_target_latency_scales_target_band() {
     let (m, r) = (1_000_000, 1_075_269);
     let window = |target: Duration| {
-        Rig::new(|b| {
+        let rig = Rig::new(|b| {
             b.algorithm(Algorithm::Vegas)
                 .tolerance(0.1)
                 .target_latency(target)
-        })
-        .saturated_window2(Duration::from_nanos(m), Duration::from_nanos(2 * r - m))
+                .min_latency_decay(0.0)
+        });
+        floor_then_window(rig, Duration::from_nanos(m), Duration::from_nanos(r))
     };
     assert_eq!(window(ms(2)), 10);
     assert_eq!(window(Duration::from_nanos(1)), 11);

@@ -33,9 +33,10 @@ pub struct WindowSummary {
     pub mean_rtt_nanos: f64,
     /// Smallest latency sample of the window, in nanoseconds.
     pub min_rtt_nanos: f64,
-    /// The long-term minimum latency (RTT_min), including this window's samples
-    /// and drifted toward the average by the min-latency decay; `None` before
-    /// any sample has been seen.
+    /// The long-term floor latency (RTT_min): the lowest window mean of
+    /// successful samples seen so far, this window included, drifted toward
+    /// the average by the min-latency decay; `None` before any window with a
+    /// successful, non-zero sample.
     pub rtt_floor_nanos: Option<f64>,
     /// The smoothed (EMA) window mean latency *before* this window is folded in;
     /// `None` on the first evaluated window after construction or a reset.
