@@ -1,0 +1,194 @@
+use std::time::Duration;
+
+use adaptx::Limiter;
+use http::StatusCode;
+use tower_layer::Layer;
+
+use super::ServerConfig;
+use super::service::{AdaptiveConcurrency, AdaptiveConcurrencyClient};
+use crate::classify::{HttpClassifier, ResultClassifier};
+
+/// Applies adaptive concurrency limiting to an HTTP server: requests beyond
+/// the limiter's current limit are answered at once with `503 Service
+/// Unavailable` and `Retry-After: 1`.
+///
+/// Each admitted request holds an [`OwnedPermit`](adaptx::OwnedPermit) from
+/// the moment it is admitted until its response is ready (or its response
+/// future is dropped, for example when the client disconnects: recorded as
+/// dropped). The [classifier](crate::Classify) turns the response into a
+/// success or a failure, and the latency from admission to response goes to
+/// the limiter's control law, which moves the limit.
+///
+/// The service's error type is the inner service's: a rejection is a
+/// response, so the layer fits axum, whose services are `Infallible`. A
+/// closed limiter rejects every request the same way.
+///
+/// For a client (an outgoing call), use
+/// [`AdaptiveConcurrencyClientLayer`], which waits for a permit instead.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_tower::AdaptiveConcurrencyLayer;
+/// use axum::{Router, routing::get};
+/// use std::time::Duration;
+///
+/// let limiter = Limiter::builder().initial_limit(20).max_limit(500).build()?;
+/// let layer = AdaptiveConcurrencyLayer::server(limiter)
+///     .queue_timeout(Duration::from_millis(50))
+///     .retry_after(2);
+/// let stats = layer.limiter().clone();
+/// let app: Router = Router::new().route("/", get(|| async { "hi" })).layer(layer);
+/// assert_eq!(stats.limit(), 20);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct AdaptiveConcurrencyLayer<C = HttpClassifier> {
+    limiter: Limiter,
+    classifier: C,
+    config: ServerConfig,
+}
+
+impl AdaptiveConcurrencyLayer {
+    /// The server-side layer over `limiter`, with [`HttpClassifier`].
+    pub fn server(limiter: Limiter) -> Self {
+        Self {
+            limiter,
+            classifier: HttpClassifier::new(),
+            config: ServerConfig::default(),
+        }
+    }
+
+    /// The client-side layer over `limiter`: same as
+    /// [`AdaptiveConcurrencyClientLayer::new`].
+    pub fn client(limiter: Limiter) -> AdaptiveConcurrencyClientLayer {
+        AdaptiveConcurrencyClientLayer::new(limiter)
+    }
+}
+
+impl<C> AdaptiveConcurrencyLayer<C> {
+    /// The limiter, for [`stats`](Limiter::stats),
+    /// [`limit`](Limiter::limit) and [`close`](Limiter::close).
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
+    /// Replaces the classifier.
+    pub fn classifier<C2>(self, classifier: C2) -> AdaptiveConcurrencyLayer<C2> {
+        AdaptiveConcurrencyLayer {
+            limiter: self.limiter,
+            classifier,
+            config: self.config,
+        }
+    }
+
+    /// The status of rejections (default
+    /// [`DEFAULT_REJECTION_STATUS`](crate::DEFAULT_REJECTION_STATUS), 503).
+    pub fn rejection_status(mut self, status: StatusCode) -> Self {
+        self.config.status = status;
+        self
+    }
+
+    /// The `Retry-After` of rejections, in seconds (default
+    /// [`DEFAULT_RETRY_AFTER_SECS`](crate::DEFAULT_RETRY_AFTER_SECS), 1).
+    pub fn retry_after(mut self, secs: u64) -> Self {
+        self.config.retry_after = Some(secs);
+        self
+    }
+
+    /// Sends rejections without a `Retry-After` header.
+    pub fn no_retry_after(mut self) -> Self {
+        self.config.retry_after = None;
+        self
+    }
+
+    /// Waits up to `timeout` in the limiter's FIFO queue for a permit before
+    /// rejecting (default: reject at once). A queued request counts as
+    /// rejected in the limiter's stats if it gives up.
+    pub fn queue_timeout(mut self, timeout: Duration) -> Self {
+        self.config.queue_timeout = Some(timeout);
+        self
+    }
+}
+
+impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyLayer<C> {
+    type Service = AdaptiveConcurrency<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AdaptiveConcurrency::new(
+            inner,
+            self.limiter.clone(),
+            self.classifier.clone(),
+            self.config,
+        )
+    }
+}
+
+/// Applies adaptive concurrency limiting to a client: `poll_ready` waits
+/// (FIFO) for a permit, `call` consumes it, and the response future holds it
+/// until the response (or error) arrives.
+///
+/// Wraps any `Service<Req>`, not only HTTP. The default classifier,
+/// [`ResultClassifier`], counts `Err` as failure; for an HTTP client use
+/// `.classifier(HttpClassifier::new())` so that 429 and 5xx count as
+/// failures too. Latency is measured per attempt, from admission to the
+/// response: put retries *outside* this layer.
+///
+/// # Examples
+///
+/// ```
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// use adaptx::Limiter;
+/// use adaptx_tower::AdaptiveConcurrencyClientLayer;
+/// use tower::{ServiceBuilder, ServiceExt, service_fn};
+///
+/// let limiter = Limiter::builder().initial_limit(4).build()?;
+/// let svc = ServiceBuilder::new()
+///     .layer(AdaptiveConcurrencyClientLayer::new(limiter.clone()))
+///     .service(service_fn(|x: u32| async move { Ok::<_, std::io::Error>(x * 2) }));
+/// assert_eq!(svc.oneshot(21).await?, 42);
+/// assert_eq!(limiter.in_flight(), 0);
+/// assert_eq!(limiter.stats().success, 1);
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone)]
+pub struct AdaptiveConcurrencyClientLayer<C = ResultClassifier> {
+    limiter: Limiter,
+    classifier: C,
+}
+
+impl AdaptiveConcurrencyClientLayer {
+    /// The client-side layer over `limiter`, with [`ResultClassifier`].
+    pub fn new(limiter: Limiter) -> Self {
+        Self {
+            limiter,
+            classifier: ResultClassifier,
+        }
+    }
+}
+
+impl<C> AdaptiveConcurrencyClientLayer<C> {
+    /// The limiter, for [`stats`](Limiter::stats) and
+    /// [`limit`](Limiter::limit).
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
+    /// Replaces the classifier.
+    pub fn classifier<C2>(self, classifier: C2) -> AdaptiveConcurrencyClientLayer<C2> {
+        AdaptiveConcurrencyClientLayer {
+            limiter: self.limiter,
+            classifier,
+        }
+    }
+}
+
+impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyClientLayer<C> {
+    type Service = AdaptiveConcurrencyClient<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AdaptiveConcurrencyClient::new(inner, self.limiter.clone(), self.classifier.clone())
+    }
+}

@@ -1,0 +1,219 @@
+use std::fmt;
+use std::future::Future;
+use std::mem;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use adaptx::{Acquire, Limiter, OwnedPermit};
+use http::{Request, Response};
+use tower_service::Service;
+
+use super::ServerConfig;
+use super::future::{ClientResponseFuture, ResponseFuture};
+use crate::classify::Classify;
+use crate::error::{BoxError, LimiterClosed};
+
+/// The server-side service of [`AdaptiveConcurrencyLayer`](crate::AdaptiveConcurrencyLayer).
+///
+/// `poll_ready` is the inner service's; `call` takes a permit or answers
+/// with the rejection response.
+#[derive(Clone)]
+pub struct AdaptiveConcurrency<S, C> {
+    inner: S,
+    limiter: Limiter,
+    classifier: C,
+    config: ServerConfig,
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for AdaptiveConcurrency<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveConcurrency")
+            .field("inner", &self.inner)
+            .field("limiter", &self.limiter)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C> AdaptiveConcurrency<S, C> {
+    pub(crate) fn new(inner: S, limiter: Limiter, classifier: C, config: ServerConfig) -> Self {
+        Self {
+            inner,
+            limiter,
+            classifier,
+            config,
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, C, ReqBody, ResBody> Service<Request<ReqBody>> for AdaptiveConcurrency<S, C>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    C: Classify<Response<ResBody>, S::Error> + Clone,
+    ResBody: Default,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S, Request<ReqBody>, C>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let classifier = self.classifier.clone();
+        match self.limiter.try_acquire_owned() {
+            Ok(permit) => ResponseFuture::running(self.inner.call(req), permit, classifier),
+            Err(_) => match self.config.queue_timeout {
+                Some(timeout) if !self.limiter.is_closed() => {
+                    // The readied service is taken along to be called once a
+                    // permit comes; this one is left a fresh clone (tower's
+                    // usual way to call a service later).
+                    let clone = self.inner.clone();
+                    let ready = mem::replace(&mut self.inner, clone);
+                    ResponseFuture::queued(
+                        ready,
+                        req,
+                        self.limiter.acquire_owned(),
+                        timeout,
+                        classifier,
+                        self.config,
+                    )
+                }
+                _ => ResponseFuture::rejected(classifier, self.config),
+            },
+        }
+    }
+}
+
+/// The state of the client-side service's permit.
+enum Slot {
+    Empty,
+    Acquiring(Acquire<'static>),
+    Ready(OwnedPermit),
+}
+
+/// The client-side service of
+/// [`AdaptiveConcurrencyClientLayer`](crate::AdaptiveConcurrencyClientLayer).
+///
+/// `poll_ready` waits for a permit, then for the inner service; `call`
+/// consumes the permit. A clone starts without a permit, as tower's
+/// `ConcurrencyLimit` does.
+///
+/// # Errors
+///
+/// `poll_ready` fails with [`LimiterClosed`] once the limiter is closed, and
+/// with the inner service's error. Errors are boxed ([`BoxError`]).
+///
+/// # Cancel safety
+///
+/// A service dropped while waiting in `poll_ready` gives up its place in
+/// line; one dropped holding a permit releases it (recorded as dropped).
+/// Dropping a response future releases its permit the same way.
+///
+/// # Panics
+///
+/// `call` panics if `poll_ready` has not returned `Ready(Ok(()))` since the
+/// last `call`.
+pub struct AdaptiveConcurrencyClient<S, C> {
+    inner: S,
+    limiter: Limiter,
+    classifier: C,
+    slot: Slot,
+}
+
+impl<S: Clone, C: Clone> Clone for AdaptiveConcurrencyClient<S, C> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            limiter: self.limiter.clone(),
+            classifier: self.classifier.clone(),
+            slot: Slot::Empty,
+        }
+    }
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for AdaptiveConcurrencyClient<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let slot = match self.slot {
+            Slot::Empty => "empty",
+            Slot::Acquiring(_) => "acquiring",
+            Slot::Ready(_) => "ready",
+        };
+        f.debug_struct("AdaptiveConcurrencyClient")
+            .field("inner", &self.inner)
+            .field("limiter", &self.limiter)
+            .field("permit", &slot)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, C> AdaptiveConcurrencyClient<S, C> {
+    pub(crate) fn new(inner: S, limiter: Limiter, classifier: C) -> Self {
+        Self {
+            inner,
+            limiter,
+            classifier,
+            slot: Slot::Empty,
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S, C, Req> Service<Req> for AdaptiveConcurrencyClient<S, C>
+where
+    S: Service<Req>,
+    S::Error: Into<BoxError>,
+    C: Classify<S::Response, S::Error> + Clone,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = ClientResponseFuture<S::Future, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        loop {
+            match &mut self.slot {
+                Slot::Ready(_) => break,
+                Slot::Empty => self.slot = Slot::Acquiring(self.limiter.acquire_owned()),
+                Slot::Acquiring(acquire) => match ready!(Pin::new(acquire).poll(cx)) {
+                    Ok(permit) => self.slot = Slot::Ready(permit),
+                    Err(_) => {
+                        self.slot = Slot::Empty;
+                        return Poll::Ready(Err(LimiterClosed::new().into()));
+                    }
+                },
+            }
+        }
+        // The permit is held while the inner service gets ready, as in
+        // tower's `ConcurrencyLimit`.
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let permit = match mem::replace(&mut self.slot, Slot::Empty) {
+            Slot::Ready(permit) => permit,
+            _ => panic!("AdaptiveConcurrencyClient: poll_ready must return Ready(Ok) before call"),
+        };
+        ClientResponseFuture::new(self.inner.call(req), permit, self.classifier.clone())
+    }
+}

@@ -1,0 +1,32 @@
+//! Tower middleware for [`adaptx`]: adaptive concurrency limiting and
+//! adaptive rate limiting for axum, hyper and any `tower::Service`.
+//!
+//! | layer | over | when full |
+//! |---|---|---|
+//! | [`AdaptiveConcurrencyLayer::server`] | [`adaptx::Limiter`] | `503` + `Retry-After` (optionally after a bounded wait) |
+//! | [`AdaptiveConcurrencyClientLayer`] | [`adaptx::Limiter`] | `poll_ready` waits for a permit |
+//! | [`AdaptiveRateLimitLayer`] | [`adaptx::RateLimiter`] or [`adaptx::KeyedRateLimiter`] | `429` + `Retry-After`, `X-RateLimit-*` headers |
+//!
+//! Server-side layers answer with a response rather than an error, so an
+//! axum `Router` (whose services are `Infallible`) takes them as they are.
+//! A [`Classify`] implementation decides what each response says about the
+//! backend's capacity; [`HttpClassifier`] is the HTTP default.
+#![forbid(unsafe_code)]
+
+mod classify;
+mod concurrency;
+mod error;
+mod rate;
+
+pub use classify::{Classify, HttpClassifier, ResultClassifier, Verdict};
+pub use concurrency::{
+    AdaptiveConcurrency, AdaptiveConcurrencyClient, AdaptiveConcurrencyClientLayer,
+    AdaptiveConcurrencyLayer, ClientResponseFuture, DEFAULT_REJECTION_STATUS,
+    DEFAULT_RETRY_AFTER_SECS, ResponseFuture,
+};
+pub use error::{BoxError, LimiterClosed};
+pub use rate::{
+    AdaptiveRateLimit, AdaptiveRateLimitLayer, ClientIp, CurrentRate, DefaultRejection, HeaderKey,
+    KeyExtractor, Keyed, NoSkip, OnRateLimited, RateLimitFuture, RateSource, SkipRequest,
+    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+};

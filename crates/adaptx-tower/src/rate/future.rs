@@ -1,0 +1,139 @@
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use adaptx::RatePermit;
+use http::{HeaderValue, Response};
+use pin_project_lite::pin_project;
+
+use super::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
+use crate::classify::{Classify, finish_rate_permit};
+
+/// The `X-RateLimit-*` values of one response.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RateHeaders {
+    pub(crate) limit: u64,
+    pub(crate) remaining: u64,
+    pub(crate) reset: u64,
+}
+
+impl RateHeaders {
+    pub(crate) fn apply<B>(self, res: &mut Response<B>) {
+        let h = res.headers_mut();
+        h.insert(X_RATELIMIT_LIMIT, HeaderValue::from(self.limit));
+        h.insert(X_RATELIMIT_REMAINING, HeaderValue::from(self.remaining));
+        h.insert(X_RATELIMIT_RESET, HeaderValue::from(self.reset));
+    }
+}
+
+pin_project! {
+    /// The response future of [`AdaptiveRateLimit`](crate::AdaptiveRateLimit).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping it drops the inner future and the rate permit: no feedback,
+    /// counted as dropped.
+    pub struct RateLimitFuture<F, B, C> {
+        #[pin]
+        state: State<F, B, C>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, B, C> {
+        Running {
+            #[pin]
+            future: F,
+            permit: Option<RatePermit>,
+            classifier: C,
+            headers: Option<RateHeaders>,
+        },
+        Passthrough {
+            #[pin]
+            future: F,
+        },
+        Rejected {
+            response: Option<Response<B>>,
+        },
+    }
+}
+
+impl<F, B, C> RateLimitFuture<F, B, C> {
+    pub(super) fn running(
+        future: F,
+        permit: RatePermit,
+        classifier: C,
+        headers: Option<RateHeaders>,
+    ) -> Self {
+        Self {
+            state: State::Running {
+                future,
+                permit: Some(permit),
+                classifier,
+                headers,
+            },
+        }
+    }
+
+    pub(super) fn passthrough(future: F) -> Self {
+        Self {
+            state: State::Passthrough { future },
+        }
+    }
+
+    pub(super) fn rejected(response: Response<B>) -> Self {
+        Self {
+            state: State::Rejected {
+                response: Some(response),
+            },
+        }
+    }
+}
+
+impl<F, B, C> fmt::Debug for RateLimitFuture<F, B, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state {
+            State::Running { .. } => "running",
+            State::Passthrough { .. } => "passthrough",
+            State::Rejected { .. } => "rejected",
+        };
+        f.debug_struct("RateLimitFuture")
+            .field("state", &state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, B, C, E> Future for RateLimitFuture<F, B, C>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    C: Classify<Response<B>, E>,
+{
+    type Output = Result<Response<B>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().state.project() {
+            StateProj::Running {
+                future,
+                permit,
+                classifier,
+                headers,
+            } => {
+                let mut result = ready!(future.poll(cx));
+                if let Some(permit) = permit.take() {
+                    finish_rate_permit(permit, classifier.classify(result.as_ref()));
+                }
+                if let (Ok(res), Some(h)) = (result.as_mut(), headers.take()) {
+                    h.apply(res);
+                }
+                Poll::Ready(result)
+            }
+            StateProj::Passthrough { future } => future.poll(cx),
+            StateProj::Rejected { response } => match response.take() {
+                Some(res) => Poll::Ready(Ok(res)),
+                None => panic!("RateLimitFuture polled after completion"),
+            },
+        }
+    }
+}

@@ -1,0 +1,123 @@
+use std::task::{Context, Poll};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use http::{HeaderValue, Request, Response, header};
+use tower_service::Service;
+
+use super::CurrentRate;
+use super::future::{RateHeaders, RateLimitFuture};
+use super::key::{RateSource, SkipRequest};
+use super::layer::OnRateLimited;
+use crate::classify::Classify;
+
+/// The service of [`AdaptiveRateLimitLayer`](crate::AdaptiveRateLimitLayer).
+///
+/// `poll_ready` is the inner service's; `call` takes a token or answers with
+/// the rejection.
+#[derive(Debug, Clone)]
+pub struct AdaptiveRateLimit<S, L, C, R, P> {
+    inner: S,
+    source: L,
+    classifier: C,
+    on_rate_limited: R,
+    skip: P,
+    headers: bool,
+}
+
+impl<S, L, C, R, P> AdaptiveRateLimit<S, L, C, R, P> {
+    pub(crate) fn new(
+        inner: S,
+        source: L,
+        classifier: C,
+        on_rate_limited: R,
+        skip: P,
+        headers: bool,
+    ) -> Self {
+        Self {
+            inner,
+            source,
+            classifier,
+            on_rate_limited,
+            skip,
+            headers,
+        }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &L {
+        &self.source
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+/// Unix time in whole seconds, `secs` from now.
+fn unix_in(secs: u64) -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    now.saturating_add(secs)
+}
+
+impl<S, L, C, R, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdaptiveRateLimit<S, L, C, R, P>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    L: RateSource<ReqBody>,
+    C: Classify<Response<ResBody>, S::Error> + Clone,
+    R: OnRateLimited<ResBody>,
+    P: SkipRequest<ReqBody>,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = RateLimitFuture<S::Future, ResBody, C>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<ReqBody>) -> Self::Future {
+        if self.skip.skip(&req) {
+            req.extensions_mut()
+                .insert(CurrentRate(self.source.current_rate()));
+            return RateLimitFuture::passthrough(self.inner.call(req));
+        }
+        match self.source.try_acquire(&req) {
+            Ok(permit) => {
+                let rate = permit.rate_at_admission();
+                let headers = self.headers.then(|| RateHeaders {
+                    limit: rate,
+                    remaining: permit.remaining(),
+                    // A rate of at least 1/s earns a token within a second.
+                    reset: unix_in(1),
+                });
+                req.extensions_mut().insert(CurrentRate(rate));
+                RateLimitFuture::running(
+                    self.inner.call(req),
+                    permit,
+                    self.classifier.clone(),
+                    headers,
+                )
+            }
+            Err(limited) => {
+                let mut res = self.on_rate_limited.on_rate_limited(&limited);
+                let secs = limited.retry_after_secs();
+                res.headers_mut()
+                    .entry(header::RETRY_AFTER)
+                    .or_insert_with(|| HeaderValue::from(secs));
+                if self.headers {
+                    RateHeaders {
+                        limit: limited.rate(),
+                        remaining: 0,
+                        reset: unix_in(secs),
+                    }
+                    .apply(&mut res);
+                }
+                RateLimitFuture::rejected(res)
+            }
+        }
+    }
+}

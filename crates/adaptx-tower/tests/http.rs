@@ -1,0 +1,348 @@
+//! The layers on real loopback HTTP: an axum server on 127.0.0.1:0 whose
+//! latency and failures the test controls, and a reqwest client.
+//!
+//! These tests run on the wall clock (real sockets), so they use short
+//! sample windows, generous margins, and bounded loops of well under a
+//! second each.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use adaptx::{Limiter, RateLimiter};
+use adaptx_tower::{AdaptiveConcurrencyLayer, AdaptiveRateLimitLayer, ClientIp};
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use tokio::time::Instant;
+
+/// The backend the test steers.
+#[derive(Default)]
+struct Backend {
+    delay_ms: AtomicU64,
+    /// Fail this many requests of every 100.
+    fail_pct: AtomicU64,
+    seq: AtomicU64,
+    current: AtomicUsize,
+    peak: AtomicUsize,
+    started: AtomicU64,
+    finished: AtomicU64,
+}
+
+/// Keeps `current` right even when hyper drops the handler mid-flight.
+struct InFlight<'a>(&'a Backend);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.current.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+async fn handler(State(b): State<Arc<Backend>>, uri: axum::http::Uri) -> StatusCode {
+    b.started.fetch_add(1, Ordering::SeqCst);
+    let now = b.current.fetch_add(1, Ordering::SeqCst) + 1;
+    b.peak.fetch_max(now, Ordering::SeqCst);
+    let _guard = InFlight(&b);
+    let ms = uri
+        .query()
+        .and_then(|q| q.strip_prefix("ms="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| b.delay_ms.load(Ordering::SeqCst));
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    b.finished.fetch_add(1, Ordering::SeqCst);
+    let n = b.seq.fetch_add(1, Ordering::SeqCst);
+    if n % 100 < b.fail_pct.load(Ordering::SeqCst) {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::OK
+    }
+}
+
+async fn serve(app: Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind loopback");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .expect("serve");
+    });
+    format!("http://{addr}/")
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+fn app(backend: &Arc<Backend>) -> Router<()> {
+    Router::new()
+        .route("/", get(handler))
+        .with_state(backend.clone())
+}
+
+/// `workers` tasks send requests back to back for `dur`; returns
+/// (ok, 5xx from the handler, 503 from the layer).
+async fn load(url: &str, workers: usize, dur: Duration) -> (u64, u64, u64) {
+    let client = client();
+    let end = Instant::now() + dur;
+    let mut tasks = Vec::new();
+    for _ in 0..workers {
+        let client = client.clone();
+        let url = url.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut failed, mut shed) = (0, 0, 0);
+            while Instant::now() < end {
+                let res = client.get(&url).send().await.expect("send");
+                match res.status().as_u16() {
+                    200 => ok += 1,
+                    503 => {
+                        assert_eq!(res.headers()["retry-after"], "1");
+                        shed += 1;
+                        // A well-behaved client backs off a little.
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    _ => failed += 1,
+                }
+            }
+            (ok, failed, shed)
+        }));
+    }
+    let mut total = (0, 0, 0);
+    for t in tasks {
+        let (a, b, c) = t.await.expect("worker");
+        total = (total.0 + a, total.1 + b, total.2 + c);
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrency_sheds_with_503_and_retry_after() {
+    let backend = Arc::new(Backend::default());
+    backend.delay_ms.store(500, Ordering::SeqCst);
+    let limiter = Limiter::builder()
+        .initial_limit(2)
+        .min_limit(2)
+        .max_limit(2)
+        .build()
+        .expect("valid");
+    let url = serve(app(&backend).layer(AdaptiveConcurrencyLayer::server(limiter.clone()))).await;
+    let client = client();
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let (client, url) = (client.clone(), url.clone());
+        tasks.push(tokio::spawn(async move { client.get(&url).send().await }));
+    }
+    let (mut ok, mut shed) = (0, 0);
+    for t in tasks {
+        let res = t.await.expect("join").expect("send");
+        match res.status() {
+            StatusCode::OK => ok += 1,
+            StatusCode::SERVICE_UNAVAILABLE => {
+                assert_eq!(res.headers()["retry-after"], "1");
+                shed += 1;
+            }
+            s => panic!("unexpected {s}"),
+        }
+    }
+    assert_eq!((ok, shed), (2, 4));
+    assert_eq!(backend.peak.load(Ordering::SeqCst), 2);
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(limiter.stats().rejected, 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn in_flight_never_exceeds_the_limit() {
+    let backend = Arc::new(Backend::default());
+    backend.delay_ms.store(5, Ordering::SeqCst);
+    let limiter = Limiter::builder()
+        .initial_limit(5)
+        .min_limit(5)
+        .max_limit(5)
+        .build()
+        .expect("valid");
+    let url = serve(app(&backend).layer(AdaptiveConcurrencyLayer::server(limiter.clone()))).await;
+    let (ok, _, shed) = load(&url, 20, Duration::from_millis(400)).await;
+    let peak = backend.peak.load(Ordering::SeqCst);
+    assert!(peak <= 5, "peak {peak}");
+    assert!(ok > 20 && shed > 0, "ok {ok} shed {shed}");
+    assert_eq!(limiter.in_flight(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn limit_falls_on_failures_and_rises_on_recovery() {
+    let backend = Arc::new(Backend::default());
+    backend.delay_ms.store(5, Ordering::SeqCst);
+    backend.fail_pct.store(50, Ordering::SeqCst);
+    let limiter = Limiter::builder()
+        .initial_limit(20)
+        .min_limit(2)
+        .max_limit(40)
+        .sample_window(Duration::from_millis(50))
+        .warmup_samples(0)
+        .build()
+        .expect("valid");
+    let layer = AdaptiveConcurrencyLayer::server(limiter.clone());
+    let handle = layer.limiter().clone();
+    let url = serve(app(&backend).layer(layer)).await;
+
+    let (_, failed, _) = load(&url, 24, Duration::from_millis(400)).await;
+    let low = handle.limit();
+    assert!(failed > 0);
+    assert!(low < 10, "limit after failures {low}");
+    let peak = backend.peak.load(Ordering::SeqCst);
+    assert!(peak <= 20, "peak {peak}");
+
+    backend.fail_pct.store(0, Ordering::SeqCst);
+    let (ok, _, _) = load(&url, 24, Duration::from_millis(800)).await;
+    let high = handle.limit();
+    assert!(ok > 0);
+    assert!(high >= low + 4, "limit {low} -> {high}");
+    let s = handle.stats();
+    assert!(s.decreases >= 1 && s.increases >= 1, "{s:?}");
+    assert_eq!(handle.in_flight(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn client_aborts_release_every_permit() {
+    let backend = Arc::new(Backend::default());
+    let limiter = Limiter::builder()
+        .initial_limit(64)
+        .min_limit(64)
+        .max_limit(64)
+        .build()
+        .expect("valid");
+    let url = serve(app(&backend).layer(AdaptiveConcurrencyLayer::server(limiter.clone()))).await;
+    let client = client();
+    let (mut ok, mut aborted) = (0u32, 0u32);
+    let mut tasks = Vec::new();
+    for w in 0..20u32 {
+        let (client, url) = (client.clone(), url.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut aborted) = (0u32, 0u32);
+            for i in 0..50u32 {
+                // Every tenth request outlives the client's 30 ms timeout:
+                // reqwest drops the connection mid-flight.
+                let slow = (w * 50 + i) % 10 == 0;
+                let req = if slow {
+                    client
+                        .get(format!("{url}?ms=300"))
+                        .timeout(Duration::from_millis(30))
+                } else {
+                    client.get(format!("{url}?ms=0"))
+                };
+                match req.send().await {
+                    Ok(res) => {
+                        assert_eq!(res.status(), StatusCode::OK);
+                        ok += 1;
+                    }
+                    Err(e) => {
+                        assert!(e.is_timeout(), "{e}");
+                        aborted += 1;
+                    }
+                }
+            }
+            (ok, aborted)
+        }));
+    }
+    for t in tasks {
+        let (a, b) = t.await.expect("worker");
+        ok += a;
+        aborted += b;
+    }
+    assert_eq!((ok, aborted), (900, 100));
+    // The server notices the disconnects (or finishes the handlers): every
+    // permit comes back.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while limiter.in_flight() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(limiter.in_flight(), 0);
+    assert_eq!(backend.current.load(Ordering::SeqCst), 0);
+    // Every fast request succeeded; the slow ones that reached the server
+    // (under load, a 30 ms timeout can fire before the request arrives) were
+    // dropped when hyper saw the connection close, not left holding permits.
+    let s = limiter.stats();
+    assert_eq!(s.success, 900, "{s:?}");
+    assert_eq!(s.success + s.dropped, s.total, "{s:?}");
+    assert!(s.dropped > 0 && s.total <= 1000, "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_answers_429_with_headers() {
+    let backend = Arc::new(Backend::default());
+    let limiter = RateLimiter::builder()
+        .initial_rate(5)
+        .min_rate(5)
+        .max_rate(5)
+        .build_keyed()
+        .expect("valid");
+    let layer = AdaptiveRateLimitLayer::keyed(limiter.clone(), ClientIp);
+    let url = serve(app(&backend).layer(layer)).await;
+    let client = client();
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let res = client.get(&url).send().await.expect("send");
+        let h = res.headers();
+        assert_eq!(h["x-ratelimit-limit"], "5");
+        assert!(h.contains_key("x-ratelimit-reset"));
+        if res.status() == StatusCode::OK && i < 5 {
+            assert_eq!(h["x-ratelimit-remaining"], (4 - i).to_string().as_str());
+        }
+        if res.status() == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(h["retry-after"], "1");
+            assert_eq!(h["x-ratelimit-remaining"], "0");
+        }
+        statuses.push(res.status().as_u16());
+    }
+    let ok = statuses.iter().filter(|&&s| s == 200).count();
+    let limited = statuses.iter().filter(|&&s| s == 429).count();
+    assert!((5..=6).contains(&ok), "{statuses:?}");
+    assert_eq!(ok + limited, 8, "{statuses:?}");
+    // All requests came from 127.0.0.1, read from ConnectInfo: one bucket.
+    assert_eq!(limiter.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limit_cuts_by_a_fifth_when_the_handler_fails() {
+    let backend = Arc::new(Backend::default());
+    backend.fail_pct.store(100, Ordering::SeqCst);
+    let limiter = RateLimiter::builder()
+        .initial_rate(1000)
+        .min_rate(10)
+        .max_rate(1000)
+        .adjust_interval(Duration::from_millis(100))
+        .build()
+        .expect("valid");
+    let url = serve(app(&backend).layer(AdaptiveRateLimitLayer::new(limiter.clone()))).await;
+    let client = client();
+    let mut seen = Vec::new();
+    let end = Instant::now() + Duration::from_millis(450);
+    while Instant::now() < end {
+        let res = client.get(&url).send().await.expect("send");
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let limit: u64 = res.headers()["x-ratelimit-limit"]
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("number");
+        if seen.last() != Some(&limit) {
+            seen.push(limit);
+        }
+    }
+    // 1000, 800, 640, 512, ...: each interval full of failures cuts ×0.8.
+    assert_eq!(seen[0], 1000, "{seen:?}");
+    assert!(seen.len() >= 3, "{seen:?}");
+    for w in seen.windows(2) {
+        assert_eq!(w[1], w[0] * 8 / 10, "{seen:?}");
+    }
+    assert_eq!(limiter.current_rate(), *seen.last().expect("seen"));
+}
