@@ -425,3 +425,34 @@ fn client_ip_reads_connect_info_then_socket_addr() {
         .insert("x-forwarded-for", http::HeaderValue::from_static("1.1.1.1"));
     assert_eq!(ip(&req), proxy.ip());
 }
+
+/// Both layers compose with `tower::ServiceBuilder`, and the stack keeps the
+/// inner's `Infallible` error type (what `axum::Router::layer` requires).
+#[tokio::test(start_paused = true)]
+async fn layers_compose_with_service_builder() {
+    let limiter = limiter(1);
+    let rate = RateLimiter::builder()
+        .initial_rate(100)
+        .build()
+        .expect("valid rate limiter");
+    let svc = tower::ServiceBuilder::new()
+        .layer(AdaptiveRateLimitLayer::new(rate.clone()))
+        .layer(AdaptiveConcurrencyLayer::server(limiter.clone()))
+        .service_fn(handler);
+    fn infallible<S: Service<Request<Body>, Error = Infallible>>(s: S) -> S {
+        s
+    }
+    let svc = infallible(svc);
+    let res = svc
+        .clone()
+        .oneshot(get("/", "0"))
+        .await
+        .expect("infallible");
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(res.headers().contains_key("x-ratelimit-limit"));
+    let _held = limiter.try_acquire().expect("permit");
+    let res = svc.oneshot(get("/", "0")).await.expect("infallible");
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(limiter.stats().success, 1);
+    assert_eq!(rate.stats().completed, 2);
+}
