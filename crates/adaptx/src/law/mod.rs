@@ -11,7 +11,7 @@ mod gradient;
 mod vegas;
 
 pub use aimd::Aimd;
-pub use gradient::Gradient;
+pub use gradient::{GRADIENT_QUEUE_BOUND, Gradient};
 pub use vegas::Vegas;
 
 /// What happened during one sample window, as a control law sees it.
