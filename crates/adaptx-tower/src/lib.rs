@@ -4,6 +4,7 @@
 //! | layer | over | when full |
 //! |---|---|---|
 //! | [`AdaptiveConcurrencyLayer::server`] | [`adaptx::Limiter`] | `503` + `Retry-After` (optionally after a bounded wait) |
+//! | [`AdaptiveConcurrencyLayer::record_at_body_end`] | [`adaptx::Limiter`] | as above; the permit is held until the response body has been sent |
 //! | [`AdaptiveConcurrencyClientLayer`] | [`adaptx::Limiter`] | `poll_ready` waits for a permit |
 //! | [`AdaptiveRateLimitLayer`] | [`adaptx::RateLimiter`] or [`adaptx::KeyedRateLimiter`] | `429` + `Retry-After`, `X-RateLimit-*` headers |
 //!
@@ -20,9 +21,10 @@ mod rate;
 
 pub use classify::{Classify, HttpClassifier, ResultClassifier, Verdict};
 pub use concurrency::{
-    AdaptiveConcurrency, AdaptiveConcurrencyClient, AdaptiveConcurrencyClientLayer,
-    AdaptiveConcurrencyLayer, ClientResponseFuture, DEFAULT_REJECTION_STATUS,
-    DEFAULT_RETRY_AFTER_SECS, ResponseFuture,
+    AdaptiveConcurrency, AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyAtBodyEndLayer,
+    AdaptiveConcurrencyClient, AdaptiveConcurrencyClientLayer, AdaptiveConcurrencyLayer,
+    BodyResponseFuture, ClientResponseFuture, DEFAULT_REJECTION_STATUS, DEFAULT_RETRY_AFTER_SECS,
+    PermitBody, ResponseFuture,
 };
 pub use error::{BoxError, LimiterClosed};
 pub use rate::{

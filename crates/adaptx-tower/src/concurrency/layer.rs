@@ -5,7 +5,9 @@ use http::StatusCode;
 use tower_layer::Layer;
 
 use super::ServerConfig;
-use super::service::{AdaptiveConcurrency, AdaptiveConcurrencyClient};
+use super::service::{
+    AdaptiveConcurrency, AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyClient,
+};
 use crate::classify::{HttpClassifier, ResultClassifier};
 
 /// Applies adaptive concurrency limiting to an HTTP server: requests beyond
@@ -110,6 +112,37 @@ impl<C> AdaptiveConcurrencyLayer<C> {
         self.config.queue_timeout = Some(timeout);
         self
     }
+
+    /// Holds each permit until the response *body* has been sent, not only
+    /// its head: for streaming responses, where the backend stays busy
+    /// until the last frame.
+    ///
+    /// The service answers `Response<`[`PermitBody`](crate::PermitBody)`<B>>`:
+    /// the classifier decides the verdict from the response head, and the
+    /// body records it, with the latency from admission, when it reports
+    /// its end. A body error records a failure; a body dropped before its
+    /// end (the client went away) releases the permit as dropped.
+    /// Configure the rejection and the queue before this call.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptx::Limiter;
+    /// use adaptx_tower::AdaptiveConcurrencyLayer;
+    /// use axum::{Router, routing::get};
+    ///
+    /// let limiter = Limiter::builder().initial_limit(20).build()?;
+    /// let layer = AdaptiveConcurrencyLayer::server(limiter)
+    ///     .retry_after(2)
+    ///     .record_at_body_end();
+    /// let stats = layer.limiter().clone();
+    /// let app: Router = Router::new().route("/", get(|| async { "hi" })).layer(layer);
+    /// assert_eq!(stats.in_flight(), 0);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn record_at_body_end(self) -> AdaptiveConcurrencyAtBodyEndLayer<C> {
+        AdaptiveConcurrencyAtBodyEndLayer { inner: self }
+    }
 }
 
 impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyLayer<C> {
@@ -122,6 +155,32 @@ impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyLayer<C> {
             self.classifier.clone(),
             self.config,
         )
+    }
+}
+
+/// [`AdaptiveConcurrencyLayer`] whose permits end with the response body,
+/// made by [`record_at_body_end`](AdaptiveConcurrencyLayer::record_at_body_end).
+///
+/// Its service, [`AdaptiveConcurrencyAtBodyEnd`], answers
+/// `Response<`[`PermitBody`](crate::PermitBody)`<B>>`.
+#[derive(Debug, Clone)]
+pub struct AdaptiveConcurrencyAtBodyEndLayer<C = HttpClassifier> {
+    inner: AdaptiveConcurrencyLayer<C>,
+}
+
+impl<C> AdaptiveConcurrencyAtBodyEndLayer<C> {
+    /// The limiter, for [`stats`](Limiter::stats),
+    /// [`limit`](Limiter::limit) and [`close`](Limiter::close).
+    pub fn limiter(&self) -> &Limiter {
+        self.inner.limiter()
+    }
+}
+
+impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyAtBodyEndLayer<C> {
+    type Service = AdaptiveConcurrencyAtBodyEnd<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AdaptiveConcurrencyAtBodyEnd::new(self.inner.layer(inner))
     }
 }
 

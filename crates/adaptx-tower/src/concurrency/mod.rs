@@ -1,13 +1,17 @@
 //! Adaptive concurrency limiting: a server-side layer that sheds load with
 //! `503`, and a client-side layer that waits for a permit in `poll_ready`.
 
+mod body;
 mod future;
 mod layer;
 mod service;
 
-pub use future::{ClientResponseFuture, ResponseFuture};
-pub use layer::{AdaptiveConcurrencyClientLayer, AdaptiveConcurrencyLayer};
-pub use service::{AdaptiveConcurrency, AdaptiveConcurrencyClient};
+pub use body::PermitBody;
+pub use future::{BodyResponseFuture, ClientResponseFuture, ResponseFuture};
+pub use layer::{
+    AdaptiveConcurrencyAtBodyEndLayer, AdaptiveConcurrencyClientLayer, AdaptiveConcurrencyLayer,
+};
+pub use service::{AdaptiveConcurrency, AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyClient};
 
 use std::time::Duration;
 

@@ -6,10 +6,12 @@ use std::task::{Context, Poll, ready};
 
 use adaptx::{Acquire, Limiter, OwnedPermit};
 use http::{Request, Response};
+use http_body::Body;
 use tower_service::Service;
 
 use super::ServerConfig;
-use super::future::{ClientResponseFuture, ResponseFuture};
+use super::body::PermitBody;
+use super::future::{Admit, BodyResponseFuture, ClientResponseFuture, ResponseFuture};
 use crate::classify::Classify;
 use crate::error::{BoxError, LimiterClosed};
 
@@ -72,9 +74,19 @@ where
     }
 
     fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
-        let classifier = self.classifier.clone();
+        ResponseFuture::new(self.admit(req), self.classifier.clone(), self.config)
+    }
+}
+
+impl<S, C> AdaptiveConcurrency<S, C> {
+    /// Takes a permit and calls the inner service, queues for one, or
+    /// rejects.
+    fn admit<Req>(&mut self, req: Req) -> Admit<S, Req>
+    where
+        S: Service<Req> + Clone,
+    {
         match self.limiter.try_acquire_owned() {
-            Ok(permit) => ResponseFuture::running(self.inner.call(req), permit, classifier),
+            Ok(permit) => Admit::running(self.inner.call(req), permit),
             Err(_) => match self.config.queue_timeout {
                 Some(timeout) if !self.limiter.is_closed() => {
                     // The readied service is taken along to be called once a
@@ -82,18 +94,68 @@ where
                     // usual way to call a service later).
                     let clone = self.inner.clone();
                     let ready = mem::replace(&mut self.inner, clone);
-                    ResponseFuture::queued(
-                        ready,
-                        req,
-                        self.limiter.acquire_owned(),
-                        timeout,
-                        classifier,
-                        self.config,
-                    )
+                    Admit::queued(ready, req, self.limiter.acquire_owned(), timeout)
                 }
-                _ => ResponseFuture::rejected(classifier, self.config),
+                _ => Admit::rejected(),
             },
         }
+    }
+}
+
+/// The server-side service of
+/// [`AdaptiveConcurrencyAtBodyEndLayer`](crate::AdaptiveConcurrencyAtBodyEndLayer):
+/// [`AdaptiveConcurrency`] whose permits end with the response body.
+///
+/// `poll_ready` is the inner service's; `call` takes a permit or answers
+/// with the rejection response. Responses carry a [`PermitBody`], which
+/// holds the permit until the body has been sent.
+#[derive(Clone)]
+pub struct AdaptiveConcurrencyAtBodyEnd<S, C> {
+    inner: AdaptiveConcurrency<S, C>,
+}
+
+impl<S: fmt::Debug, C> fmt::Debug for AdaptiveConcurrencyAtBodyEnd<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptiveConcurrencyAtBodyEnd")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl<S, C> AdaptiveConcurrencyAtBodyEnd<S, C> {
+    pub(crate) fn new(inner: AdaptiveConcurrency<S, C>) -> Self {
+        Self { inner }
+    }
+
+    /// The limiter.
+    pub fn limiter(&self) -> &Limiter {
+        self.inner.limiter()
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        self.inner.get_ref()
+    }
+}
+
+impl<S, C, ReqBody, ResBody> Service<Request<ReqBody>> for AdaptiveConcurrencyAtBodyEnd<S, C>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    C: Classify<Response<ResBody>, S::Error> + Clone,
+    ResBody: Body + Default,
+{
+    type Response = Response<PermitBody<ResBody>>;
+    type Error = S::Error;
+    type Future = BodyResponseFuture<S, Request<ReqBody>, C>;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        let inner = &mut self.inner;
+        BodyResponseFuture::new(inner.admit(req), inner.classifier.clone(), inner.config)
     }
 }
 

@@ -1,0 +1,132 @@
+use std::fmt;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+
+use adaptx::OwnedPermit;
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+
+use crate::classify::{Verdict, finish_permit};
+
+pin_project! {
+    /// A response body that holds the request's concurrency permit until the
+    /// body has been sent.
+    ///
+    /// The body of
+    /// [`AdaptiveConcurrencyAtBodyEnd`](crate::AdaptiveConcurrencyAtBodyEnd)'s
+    /// responses. The verdict is decided from the response head by the
+    /// classifier; the latency is measured from admission to the end of the
+    /// body, so a streaming response counts for as long as the backend is
+    /// busy sending it.
+    ///
+    /// | the body | the permit |
+    /// |---|---|
+    /// | reports its end (`poll_frame` gives `None`, or `is_end_stream` after a frame or when empty) | records the head's verdict |
+    /// | yields an error | records a failure |
+    /// | is dropped before its end (the client went away) | released, counted as dropped |
+    ///
+    /// Rejections carry a `PermitBody` without a permit. Data, errors,
+    /// [`is_end_stream`](Body::is_end_stream) and
+    /// [`size_hint`](Body::size_hint) are the inner body's.
+    pub struct PermitBody<B> {
+        #[pin]
+        inner: B,
+        permit: Option<OwnedPermit>,
+        verdict: Verdict,
+    }
+}
+
+impl<B: Body> PermitBody<B> {
+    /// `inner`, holding `permit` until its end; an already empty body
+    /// records `verdict` at once, since a server will not poll it.
+    pub(crate) fn new(inner: B, permit: OwnedPermit, verdict: Verdict) -> Self {
+        let permit = if inner.is_end_stream() {
+            finish_permit(permit, verdict);
+            None
+        } else {
+            Some(permit)
+        };
+        Self {
+            inner,
+            permit,
+            verdict,
+        }
+    }
+}
+
+impl<B> PermitBody<B> {
+    /// `inner` without a permit (a rejection).
+    pub(crate) fn without_permit(inner: B) -> Self {
+        Self {
+            inner,
+            permit: None,
+            verdict: Verdict::Skip,
+        }
+    }
+
+    /// The inner body.
+    pub fn get_ref(&self) -> &B {
+        &self.inner
+    }
+
+    /// Whether the body still holds its permit (its end has not been seen).
+    pub fn holds_permit(&self) -> bool {
+        self.permit.is_some()
+    }
+}
+
+impl<B: Default> Default for PermitBody<B> {
+    fn default() -> Self {
+        Self::without_permit(B::default())
+    }
+}
+
+impl<B> fmt::Debug for PermitBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PermitBody")
+            .field("permit", &self.permit)
+            .field("verdict", &self.verdict)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Body> Body for PermitBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let mut this = self.project();
+        let frame = ready!(this.inner.as_mut().poll_frame(cx));
+        let ending = match &frame {
+            // A server stops polling once `is_end_stream` says so, so the
+            // end may show right after the last frame.
+            Some(Ok(_)) if !this.inner.is_end_stream() => None,
+            Some(Ok(_)) | None => Some(*this.verdict),
+            Some(Err(_)) => Some(Verdict::Failure),
+        };
+        if let Some(verdict) = ending {
+            finish(this.permit, verdict);
+        }
+        Poll::Ready(frame)
+    }
+
+    #[inline]
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    #[inline]
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Ends the permit, if still held, with `verdict`.
+fn finish(permit: &mut Option<OwnedPermit>, verdict: Verdict) {
+    if let Some(permit) = permit.take() {
+        finish_permit(permit, verdict);
+    }
+}
