@@ -456,3 +456,52 @@ async fn layers_compose_with_service_builder() {
     assert_eq!(limiter.stats().success, 1);
     assert_eq!(rate.stats().completed, 2);
 }
+
+/// Latency is measured per attempt: a retry (a second `ready` + `call` after
+/// a failed attempt) gets its own permit and its own sample, so the success
+/// reports only its own time, not the failed attempt's before it.
+#[tokio::test(start_paused = true)]
+async fn client_latency_is_measured_per_attempt() {
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .clock(clock.clone())
+        .sample_window(Duration::from_secs(3600))
+        .build()
+        .expect("valid limiter");
+    let attempts = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let svc = {
+        let clock = clock.clone();
+        let attempts = attempts.clone();
+        AdaptiveConcurrencyClientLayer::new(limiter.clone()).layer(service_fn(move |(): ()| {
+            let clock = clock.clone();
+            let n = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                if n == 0 {
+                    clock.advance(Duration::from_millis(300));
+                    Err("timed out")
+                } else {
+                    clock.advance(Duration::from_millis(20));
+                    Ok(())
+                }
+            }
+        }))
+    };
+    // A retry loop outside the layer, as the README advises.
+    let mut svc = svc;
+    let mut result = Err::<(), _>(adaptx_tower::BoxError::from("not run"));
+    for _ in 0..2 {
+        result = svc.ready().await.expect("ready").call(()).await;
+        if result.is_ok() {
+            break;
+        }
+    }
+    result.expect("the retry succeeds");
+    let s = limiter.stats();
+    assert_eq!((s.success, s.failures, s.in_flight), (1, 1, 0));
+    // The successful attempt's own 20 ms (histogram: within 1 %), not 320 ms.
+    assert!(
+        (s.max_latency.as_secs_f64() / 0.020 - 1.0).abs() < 0.01,
+        "{:?}",
+        s.max_latency
+    );
+}
