@@ -1,0 +1,352 @@
+//! adaptx against its peers, all in one criterion run so the ratios are
+//! measured on the same machine state. `scripts/bench-table` parses the
+//! group / function names below; keep them in step.
+//!
+//! * `concurrency_uncontended` / `concurrency_contended_2_threads`: one
+//!   permit taken, a success recorded, the permit released —
+//!   `adaptx` (`try_acquire` + `success`), `tokio_semaphore_2_instants`
+//!   (`try_acquire` + drop + the two `Instant::now()` a caller needs to
+//!   measure latency itself) and `congestion_limiter` (its AIMD
+//!   `DefaultLimiter`: `try_acquire` + `release(token, Some(Success))`, both
+//!   `async_trait` futures polled once with a no-op waker). The contended
+//!   variants run on two threads pinned to CPUs 0 and 1 sharing one limiter;
+//!   the time is the wall time for both to finish `N` operations, over `N`.
+//! * `concurrency_service_uncontended` / `concurrency_service_contended_2_threads`:
+//!   `poll_ready` + `call` + the response future polled once (no-op waker)
+//!   on a `service_fn` that answers at once — `bare`, wrapped in
+//!   `tower_concurrency_limit` (`tower::limit::ConcurrencyLimit`) and in
+//!   `adaptx_layer` (`AdaptiveConcurrencyLayer::server`).
+//! * `rate_1_thread` / `rate_2_threads`: `adaptx` (`RateLimiter::try_acquire`
+//!   then `success`, a rate of 10^9/s that never rejects, 24 h adjust
+//!   interval) versus `governor` (direct `RateLimiter::check()`, `u32::MAX`
+//!   per second); `adaptx_drop` is admission alone (the permit dropped
+//!   without an outcome), as close as adaptx gets to governor's work.
+//! * `middleware_axum`: a trivial axum handler called with
+//!   `ServiceExt::oneshot` on a clone of the router and a fresh request —
+//!   `bare`, `adaptx_concurrency`, `adaptx_rate` (with its default
+//!   `X-RateLimit-*` headers), `adaptx_rate_no_headers` (`.headers(false)`)
+//!   and `tower_concurrency_limit`. Overhead = layered − bare. Every future here
+//!   is ready at once; they are polled with a no-op waker inside a
+//!   current-thread tokio runtime's context rather than through `block_on`,
+//!   so the runtime's own cost does not swamp the difference.
+//!
+//! The window-close step and `stats()` are in `crates/adaptx/benches`.
+
+use std::convert::Infallible;
+use std::future::{Future, Ready, ready};
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::pin::pin;
+use std::sync::{Barrier, Once};
+use std::task::{Context, Poll, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use adaptx::{Limiter, RateLimiter};
+use adaptx_tower::{AdaptiveConcurrencyLayer, AdaptiveRateLimitLayer};
+use axum::Router;
+use axum::body::Body;
+use axum::routing::get;
+use congestion_limiter::limiter::{
+    DefaultLimiter, Limiter as CongestionLimiter, Outcome as CongestionOutcome,
+};
+use congestion_limiter::limits::Aimd;
+use criterion::{Criterion, criterion_group, criterion_main};
+use governor::{Quota, RateLimiter as Governor};
+use http::{Request, Response};
+use tokio::sync::Semaphore;
+use tower::limit::{ConcurrencyLimit, ConcurrencyLimitLayer};
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+const PERMITS: usize = 1000;
+const HUGE_RATE: u64 = 1_000_000_000;
+
+/// initial = max = 1000, no warmup, default (1 s, system clock) windows: the
+/// peak in flight stays far below the limit, so AIMD holds it.
+fn limiter() -> Limiter {
+    Limiter::builder()
+        .initial_limit(PERMITS)
+        .max_limit(PERMITS)
+        .warmup_samples(0)
+        .build()
+        .expect("valid configuration")
+}
+
+/// A rate of 10^9/s (burst: one second of it) adjusted once a day: never
+/// rejects within a benchmark.
+fn rate_limiter() -> RateLimiter {
+    RateLimiter::builder()
+        .initial_rate(HUGE_RATE)
+        .max_rate(HUGE_RATE)
+        .adjust_interval(Duration::from_secs(24 * 3600))
+        .build()
+        .expect("valid configuration")
+}
+
+/// congestion-limiter's AIMD with the same limit range; a success at a
+/// utilisation of 1/1000 leaves the limit alone (its threshold is 0.8).
+fn congestion() -> DefaultLimiter<Aimd> {
+    DefaultLimiter::new(Aimd::new(PERMITS, 1..=PERMITS))
+}
+
+fn governor() -> governor::DefaultDirectRateLimiter {
+    Governor::direct(Quota::per_second(NonZeroU32::MAX))
+}
+
+/// Polls `fut` with a no-op waker until it is ready (every future benched
+/// here is ready on the first poll).
+#[inline]
+fn poll_now<F: Future>(fut: F) -> F::Output {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut fut = pin!(fut);
+    loop {
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+    }
+}
+
+#[inline]
+fn adaptx_success(l: &Limiter) {
+    l.try_acquire().expect("a permit is free").success();
+}
+
+#[inline]
+fn tokio_2_instants(sem: &Semaphore) {
+    let t0 = Instant::now();
+    let p = sem.try_acquire().expect("a permit is free");
+    let t1 = Instant::now();
+    black_box(t1 - t0);
+    drop(p);
+}
+
+#[inline]
+fn congestion_success(l: &DefaultLimiter<Aimd>) {
+    let token = poll_now(l.try_acquire()).expect("a permit is free");
+    black_box(poll_now(l.release(token, Some(CongestionOutcome::Success))));
+}
+
+#[inline]
+fn adaptx_rate(l: &RateLimiter) {
+    l.try_acquire().expect("never rejects").success();
+}
+
+/// Admission only: the permit is dropped without an outcome (no second clock
+/// read, no completion counters), the closest match to governor's work.
+#[inline]
+fn adaptx_rate_drop(l: &RateLimiter) {
+    drop(l.try_acquire().expect("never rejects"));
+}
+
+#[inline]
+fn governor_check(l: &governor::DefaultDirectRateLimiter) {
+    l.check().expect("never rejects");
+}
+
+/// Pins the calling thread to CPU `cpu`; prints a note once if it cannot.
+fn pin_to(cpu: usize) {
+    static NOTE: Once = Once::new();
+    let pinned = core_affinity::get_core_ids()
+        .and_then(|ids| ids.into_iter().find(|c| c.id == cpu))
+        .is_some_and(core_affinity::set_for_current);
+    if !pinned {
+        NOTE.call_once(|| {
+            eprintln!("note: could not pin a benchmark thread to CPU {cpu}; running unpinned");
+        });
+    }
+}
+
+/// Runs `op` `iters` times on each of two threads pinned to CPUs 0 and 1,
+/// each on its own state from `make` (built before the start), released
+/// together by a barrier. Returns the wall time from the first thread's
+/// start to the last thread's end.
+fn two_threads<T, M, F>(iters: u64, make: M, op: F) -> Duration
+where
+    M: Fn() -> T + Sync,
+    F: Fn(&mut T) + Sync,
+{
+    let barrier = Barrier::new(2);
+    let spans: Vec<(Instant, Instant)> = thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|cpu| {
+                let (barrier, make, op) = (&barrier, &make, &op);
+                s.spawn(move || {
+                    pin_to(cpu);
+                    let mut state = make();
+                    barrier.wait();
+                    let start = Instant::now();
+                    for _ in 0..iters {
+                        op(black_box(&mut state));
+                    }
+                    (start, Instant::now())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("benchmark thread panicked"))
+            .collect()
+    });
+    let start = spans.iter().map(|s| s.0).min().expect("two threads");
+    let end = spans.iter().map(|s| s.1).max().expect("two threads");
+    end - start
+}
+
+fn concurrency(c: &mut Criterion) {
+    let l = limiter();
+    let sem = Semaphore::new(PERMITS);
+    let cl = congestion();
+
+    let mut g = c.benchmark_group("concurrency_uncontended");
+    g.bench_function("adaptx", |b| b.iter(|| adaptx_success(black_box(&l))));
+    g.bench_function("tokio_semaphore_2_instants", |b| {
+        b.iter(|| tokio_2_instants(black_box(&sem)));
+    });
+    g.bench_function("congestion_limiter", |b| {
+        b.iter(|| congestion_success(black_box(&cl)));
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("concurrency_contended_2_threads");
+    g.bench_function("adaptx", |b| {
+        b.iter_custom(|iters| two_threads(iters, || &l, |l| adaptx_success(l)));
+    });
+    g.bench_function("tokio_semaphore_2_instants", |b| {
+        b.iter_custom(|iters| two_threads(iters, || &sem, |s| tokio_2_instants(s)));
+    });
+    g.bench_function("congestion_limiter", |b| {
+        b.iter_custom(|iters| two_threads(iters, || &cl, |l| congestion_success(l)));
+    });
+    g.finish();
+}
+
+type Req = Request<()>;
+type Res = Response<()>;
+
+/// A service that answers at once.
+fn inner()
+-> impl Service<Req, Response = Res, Error = Infallible, Future = Ready<Result<Res, Infallible>>> + Clone
+{
+    service_fn(|_req: Req| ready(Ok::<_, Infallible>(Response::new(()))))
+}
+
+/// One request through `svc`: `poll_ready`, `call`, the future polled to
+/// completion, all with a no-op waker.
+#[inline]
+fn call_service<S>(svc: &mut S)
+where
+    S: Service<Req, Response = Res>,
+    S::Error: std::fmt::Debug,
+{
+    poll_now(std::future::poll_fn(|cx| svc.poll_ready(cx))).expect("ready");
+    let res = poll_now(svc.call(Request::new(()))).expect("answered");
+    assert!(res.status().is_success(), "not rejected");
+    black_box(res);
+}
+
+fn concurrency_service(c: &mut Criterion) {
+    let bare = inner();
+    let tower_svc = ConcurrencyLimitLayer::new(PERMITS).layer(inner());
+    let adaptx_svc = AdaptiveConcurrencyLayer::server(limiter()).layer(inner());
+
+    let mut g = c.benchmark_group("concurrency_service_uncontended");
+    let mut s = bare.clone();
+    g.bench_function("bare", |b| b.iter(|| call_service(&mut s)));
+    let mut s = tower_svc.clone();
+    g.bench_function("tower_concurrency_limit", |b| {
+        b.iter(|| call_service(&mut s));
+    });
+    let mut s = adaptx_svc.clone();
+    g.bench_function("adaptx_layer", |b| b.iter(|| call_service(&mut s)));
+    g.finish();
+
+    // Each thread drives its own clone; the clones share one semaphore / limiter.
+    let mut g = c.benchmark_group("concurrency_service_contended_2_threads");
+    g.bench_function("bare", |b| {
+        b.iter_custom(|iters| two_threads(iters, || bare.clone(), call_service));
+    });
+    g.bench_function("tower_concurrency_limit", |b| {
+        b.iter_custom(|iters| {
+            two_threads(
+                iters,
+                || -> ConcurrencyLimit<_> { tower_svc.clone() },
+                call_service,
+            )
+        });
+    });
+    g.bench_function("adaptx_layer", |b| {
+        b.iter_custom(|iters| two_threads(iters, || adaptx_svc.clone(), call_service));
+    });
+    g.finish();
+}
+
+fn rate(c: &mut Criterion) {
+    let l = rate_limiter();
+    let gov = governor();
+
+    let mut g = c.benchmark_group("rate_1_thread");
+    g.bench_function("adaptx", |b| b.iter(|| adaptx_rate(black_box(&l))));
+    g.bench_function("adaptx_drop", |b| {
+        b.iter(|| adaptx_rate_drop(black_box(&l)));
+    });
+    g.bench_function("governor", |b| b.iter(|| governor_check(black_box(&gov))));
+    g.finish();
+
+    let mut g = c.benchmark_group("rate_2_threads");
+    g.bench_function("adaptx", |b| {
+        b.iter_custom(|iters| two_threads(iters, || &l, |l| adaptx_rate(l)));
+    });
+    g.bench_function("adaptx_drop", |b| {
+        b.iter_custom(|iters| two_threads(iters, || &l, |l| adaptx_rate_drop(l)));
+    });
+    g.bench_function("governor", |b| {
+        b.iter_custom(|iters| two_threads(iters, || &gov, |g| governor_check(g)));
+    });
+    g.finish();
+}
+
+fn app() -> Router {
+    Router::new().route("/", get(|| async { "ok" }))
+}
+
+fn request() -> Request<Body> {
+    Request::get("/")
+        .body(Body::empty())
+        .expect("valid request")
+}
+
+/// One request through a clone of `router` with `oneshot`.
+#[inline]
+fn oneshot(router: &Router) {
+    let res = poll_now(router.clone().oneshot(request())).expect("infallible");
+    assert!(res.status().is_success(), "not rejected");
+    black_box(res);
+}
+
+fn middleware(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let _guard = rt.enter();
+
+    let bare = app();
+    let concurrency = app().layer(AdaptiveConcurrencyLayer::server(limiter()));
+    let rate = app().layer(AdaptiveRateLimitLayer::new(rate_limiter()));
+    let rate_no_headers = app().layer(AdaptiveRateLimitLayer::new(rate_limiter()).headers(false));
+    let tower_limit = app().layer(ConcurrencyLimitLayer::new(PERMITS));
+
+    let mut g = c.benchmark_group("middleware_axum");
+    g.bench_function("bare", |b| b.iter(|| oneshot(&bare)));
+    g.bench_function("adaptx_concurrency", |b| b.iter(|| oneshot(&concurrency)));
+    g.bench_function("adaptx_rate", |b| b.iter(|| oneshot(&rate)));
+    g.bench_function("adaptx_rate_no_headers", |b| {
+        b.iter(|| oneshot(&rate_no_headers));
+    });
+    g.bench_function("tower_concurrency_limit", |b| {
+        b.iter(|| oneshot(&tower_limit));
+    });
+    g.finish();
+}
+
+criterion_group!(benches, concurrency, concurrency_service, rate, middleware);
+criterion_main!(benches);
