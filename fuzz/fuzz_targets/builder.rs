@@ -103,11 +103,11 @@ fuzz_target!(|i: Input| {
             let (min, max) = (i.min, i.max.max(i.min));
             assert_eq!(l.limit(), i.initial.clamp(min, max));
             assert_eq!(l.algorithm(), algorithm.to_string());
-            check(&l, min, max, 0);
+            check(&l, min, max, 0, [0; 3]);
             let p = l.try_acquire().expect("a fresh limiter admits one");
-            check(&l, min, max, 1);
+            check(&l, min, max, 1, [0; 3]);
             p.success();
-            check(&l, min, max, 0);
+            check(&l, min, max, 0, [1, 0, 0]);
         }
     }
 });

@@ -57,28 +57,45 @@ fuzz_target!(|input: (Setup, Vec<Op>)| {
         .build()
         .expect("valid configuration");
     let mut held: Vec<OwnedPermit> = Vec::new();
-    check(&l, min, max, 0);
+    // Successes, failures and drops recorded since the last reset.
+    let mut ended = [0u64; 3];
+    check(&l, min, max, 0, ended);
     for op in ops {
         let mut take =
             |i: u16| (!held.is_empty()).then(|| held.swap_remove(usize::from(i) % held.len()));
         match op {
             Op::TryAcquire => held.extend(l.try_acquire_owned().ok()),
-            Op::Success(i) => take(i).map_or((), OwnedPermit::success),
-            Op::Failure(i) => take(i).map_or((), OwnedPermit::failure),
-            Op::Latency(i, ok, d) => {
-                take(i).map_or((), |p| p.record_with_latency(Outcome::from_success(ok), d))
-            }
-            Op::Skipped(i, ok) => {
-                take(i).map_or((), |p| p.record_skipped(Outcome::from_success(ok)))
-            }
-            Op::Drop(i) => drop(take(i)),
+            Op::Success(i) => take(i).map_or((), |p| {
+                p.success();
+                ended[0] += 1;
+            }),
+            Op::Failure(i) => take(i).map_or((), |p| {
+                p.failure();
+                ended[1] += 1;
+            }),
+            Op::Latency(i, ok, d) => take(i).map_or((), |p| {
+                p.record_with_latency(Outcome::from_success(ok), d);
+                ended[usize::from(!ok)] += 1;
+            }),
+            Op::Skipped(i, ok) => take(i).map_or((), |p| {
+                p.record_skipped(Outcome::from_success(ok));
+                ended[usize::from(!ok)] += 1;
+            }),
+            Op::Drop(i) => take(i).map_or((), |p| {
+                drop(p);
+                ended[2] += 1;
+            }),
             Op::Advance(d) => clock.advance(d),
             Op::Close => _ = l.close(),
-            Op::ResetStats => l.reset_stats(),
+            Op::ResetStats => {
+                l.reset_stats();
+                ended = [0; 3];
+            }
         }
-        check(&l, min, max, held.len());
+        check(&l, min, max, held.len(), ended);
     }
+    ended[2] += held.len() as u64;
     held.clear();
-    check(&l, min, max, 0);
+    check(&l, min, max, 0, ended);
     assert_eq!((l.debt(), l.available()), (0, l.limit()));
 });

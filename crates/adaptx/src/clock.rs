@@ -80,6 +80,18 @@ pub(crate) fn duration_nanos(d: Duration) -> u64 {
         .saturating_add(u64::from(d.subsec_nanos()))
 }
 
+/// [`MAX_SAMPLE_LATENCY`](crate::MAX_SAMPLE_LATENCY) in nanoseconds.
+pub(crate) const MAX_SAMPLE_NANOS: u64 = 1 << 44;
+const _: () = assert!(crate::MAX_SAMPLE_LATENCY.as_nanos() == MAX_SAMPLE_NANOS as u128);
+
+/// A latency sample in nanoseconds, clamped to
+/// [`MAX_SAMPLE_LATENCY`](crate::MAX_SAMPLE_LATENCY) so that a window's or an
+/// interval's latency sum cannot wrap: every permit records through this.
+#[inline]
+pub(crate) fn sample_nanos(nanos: u64) -> u64 {
+    nanos.min(MAX_SAMPLE_NANOS)
+}
+
 /// A clock that moves only when told to: for deterministic tests and
 /// simulations.
 ///

@@ -36,7 +36,7 @@ pub const DEFAULT_WARMUP_SAMPLES: u64 = 10;
 pub const DEFAULT_MIN_LATENCY_DECAY: f64 = 0.001;
 /// Fraction of a limit increase that may be randomly withheld.
 pub const DEFAULT_JITTER: f64 = 0.1;
-/// A suggested drain bound for [`Limiter::close_with_timeout`](crate::Limiter::close_with_timeout).
+/// A suggested drain bound for `Limiter::close_with_timeout` (feature `tokio`).
 pub const DEFAULT_CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The operation name attached to panics caught by `execute`.
 pub const DEFAULT_EXECUTE_OP: &str = "adaptx::execute";

@@ -57,7 +57,8 @@
 //! sums in `u128`, so nothing panics or overflows.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::sync::{AtomicU64, Ordering};
 
 /// Number of sub-bucket bits per power of two (64 sub-buckets).
 const SUB_BITS: u32 = 6;
@@ -66,7 +67,14 @@ const SUB_BITS: u32 = 6;
 const EXACT: usize = 2 << SUB_BITS;
 
 /// Total number of buckets: 128 exact + 57 × 64 log-linear = 3 776.
+#[cfg(not(adaptx_loom))]
 const BUCKETS: usize = (65 - SUB_BITS as usize) << SUB_BITS;
+
+/// Under loom the buckets are loom atomics, each one a modelled object: a
+/// handful keeps the window models small (values clamp into the last one;
+/// only the counts matter there).
+#[cfg(adaptx_loom)]
+const BUCKETS: usize = 4;
 
 /// Maps a value to its bucket index (always `< BUCKETS`).
 #[inline]
@@ -120,11 +128,14 @@ impl Histogram {
 
     /// Records one latency in nanoseconds.
     ///
-    /// Exactly one atomic RMW (`fetch_add(1, Relaxed)`) on one bucket; no
+    /// Exactly one atomic RMW (`fetch_add(1, Release)`) on one bucket; no
     /// allocation, no lock, no loop, no float. Any `u64` is accepted.
+    /// `Release` pairs with [`count_acquire`](Self::count_acquire): a reader
+    /// that counts this record sees the writes this thread made before it
+    /// (the window's hand-over relies on it).
     #[inline]
     pub(crate) fn record(&self, nanos: u64) {
-        self.buckets[bucket_index(nanos)].fetch_add(1, Ordering::Relaxed);
+        self.buckets[bucket_index(nanos)].fetch_add(1, Ordering::Release);
     }
 
     /// Empties the histogram and returns how many samples it held.
@@ -143,11 +154,13 @@ impl Histogram {
         })
     }
 
-    /// Samples recorded (`Relaxed` loads).
-    pub(crate) fn count(&self) -> u64 {
+    /// Samples recorded (`Acquire` loads: pairs with
+    /// [`record_release`](Self::record_release)). Counts wrap like the
+    /// buckets, so a difference of two counts stays exact.
+    pub(crate) fn count_acquire(&self) -> u64 {
         self.buckets
             .iter()
-            .fold(0u64, |acc, b| acc.saturating_add(b.load(Ordering::Relaxed)))
+            .fold(0u64, |acc, b| acc.wrapping_add(b.load(Ordering::Acquire)))
     }
 
     /// Adds this histogram's counts into `out` (`Relaxed` loads), for building
@@ -172,7 +185,7 @@ impl Default for Histogram {
 impl fmt::Debug for Histogram {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Histogram")
-            .field("count", &self.count())
+            .field("count", &self.count_acquire())
             .finish()
     }
 }
@@ -283,7 +296,7 @@ impl fmt::Debug for Counts {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(adaptx_loom)))]
 mod tests {
     use super::*;
 
@@ -531,9 +544,9 @@ mod tests {
         for v in [1, 1000, 1_000_000, u64::MAX] {
             h.record(v);
         }
-        assert_eq!(h.count(), 4);
+        assert_eq!(h.count_acquire(), 4);
         assert_eq!(h.take_count(), 4);
-        assert_eq!(h.count(), 0);
+        assert_eq!(h.count_acquire(), 0);
         let mut c = Counts::new();
         h.add_to(&mut c);
         assert_eq!(c.count(), 0);

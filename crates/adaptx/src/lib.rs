@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod clock;
+mod control;
 mod defaults;
 mod error;
 mod histogram;

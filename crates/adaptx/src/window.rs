@@ -1,67 +1,76 @@
-//! The per-window sample accumulator and the controller that runs a law when
-//! a window closes.
+//! The per-window sample accumulator and the hand-over of a finished window.
 //!
 //! # Implementation details
 //!
 //! Completions add to the window without a lock. The sample counters are
 //! split into [`STRIPES`] stripes, one per group of threads (a thread keeps
-//! the stripe it was given on first use), each on its own cache lines: a
-//! success adds to one bucket of its stripe's current latency histogram, a
-//! failure to its stripe's cumulative `fail` counter; each adds its latency
-//! to the stripe's cumulative `ok_rtt` or `fail_rtt`. That is two atomic read-modify-writes per
-//! sample, on lines that threads of other stripes do not touch. The shared
-//! per-window extremes (`min_rtt`, `peak`) are read on every sample but
-//! written only when they move, and they share the limiter's hot cache line
-//! with the permit state word, which every operation touches anyway.
+//! the stripe it was given on first use), each on its own cache lines. Each
+//! stripe holds two [`Slot`]s: the current window records into one; the
+//! other holds the previous window, frozen, for [`Stats`](crate::Stats).
 //!
-//! Successes are not counted separately: their number is the sum of the
-//! histograms' buckets plus what earlier rotations folded away, computed
-//! under the controller mutex (by the closer and by `stats`). A rotation
-//! empties a histogram with one `swap(0)` per non-empty bucket, so a record
-//! racing with it is counted either in the folded total or in the histogram
-//! — never lost, never twice — and the success count read under the mutex
-//! never goes back.
+//! ## Every sample lands wholly in one window
 //!
-//! The window start is an atomic timestamp; the completion that finds the
-//! window over claims it with one CAS on the start and is the only one that
-//! runs the law for it. The closer takes the controller mutex (uncontended:
-//! at most one closer per window) and computes the window's counts as
-//! differences of the cumulative counters since the previous close, so every
-//! sample lands in exactly one window. A sample that races with a close may
-//! have its count and its latency fall into neighbouring windows; the laws
-//! tolerate that.
+//! A sample is several atomic writes (a count, a latency sum, maybe a new
+//! minimum). A closer that read those fields while a completion was between
+//! two of its writes would see the sample's count in one window and its
+//! latency in the next. So each stripe has a `gate` word:
 //!
-//! Two latency histograms per stripe alternate: the current window records
-//! into one, the previous window's stays readable for
-//! [`Stats`](crate::Stats).
+//! | bits    | field     | meaning                                                  |
+//! |---------|-----------|----------------------------------------------------------|
+//! | 0..=62  | `started` | samples that entered the current slot since it opened    |
+//! | 63      | `SLOT`    | which of the two slots is current                        |
+//!
+//! A completion enters with one `fetch_add(1)` on the gate, which tells it
+//! the current slot and counts it in that slot's `started` in the same
+//! atomic step. It then adds its latency (and minimum, peak) and finishes
+//! with one last write that counts it as *finished*: the success histogram's
+//! bucket, or the failure counter (`Release`). A slot's finished count is the
+//! sum of those.
+//!
+//! The closer (one at a time: it holds the controller mutex) empties the idle
+//! slot, then swaps the gate to the idle slot with `started = 0`
+//! (`AcqRel`); the swap returns exactly how many samples entered the old
+//! slot. It waits until the old slot's finished count reaches that number
+//! (`Acquire` loads; the wait is a few nanoseconds unless a completing
+//! thread was preempted between its writes) and only then reads the slot. A
+//! completion that entered after the swap writes to the new slot; one that
+//! entered before is waited for. Hence a sample's count, latency, minimum and
+//! peak are read in the same window, and no sample is read twice or lost.
+//! The hand-over is model-checked (`window_handover` in `pool/loom.rs`).
+//!
+//! A success costs three read-modify-writes (gate, latency sum, histogram
+//! bucket), a failure three or four, all on the stripe's own lines; the
+//! shared window start is only read.
+//!
+//! ## Decrease epochs
+//!
+//! The window also keeps the *decrease epoch*: the number of decreases of
+//! the limit so far. A permit is tagged with it at admission. A failure is
+//! *fresh* — evidence of overload at the present limit — only if its
+//! operation was admitted after the last decrease; otherwise it is the
+//! overload the last decrease already answered (TCP's recovery rule).
+//!
+//! The epoch is bumped by the closer after the window's law ran, under the
+//! controller mutex, so a sample of window `W` can see the epoch one behind
+//! the value the close of `W` reads (`E`) — when the close of `W − 1`
+//! decreased and has not bumped yet — but never two behind (the closes
+//! before are ordered before the swap that opened `W`) and never ahead. A
+//! failure whose tag equals the epoch it reads is counted in
+//! `fresh[tag & 1]`; the close of `W` takes `fresh[E & 1]`: exactly the
+//! failures tagged `E`, those admitted after the last decrease.
 
 use std::cell::Cell;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::AtomicUsize;
-use std::time::Duration;
 
 use crate::histogram::{Counts, Histogram};
-use crate::law::{ControlLaw, WindowSummary};
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, Padded, spin_wait_step};
 
 /// Number of sample stripes: two keeps two contending threads apart at
 /// 4 × 30 KiB of histograms per limiter.
 pub(crate) const STRIPES: usize = 2;
 
-/// Pads a value to its own cache line pair so hot atomics written by
-/// different paths do not false-share.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub(crate) struct Padded<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-
-    #[inline]
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
+/// The gate's current-slot bit.
+const SLOT: u64 = 1 << 63;
 
 thread_local! {
     static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
@@ -95,26 +104,115 @@ pub(crate) enum Event {
     Rejected = 3,
 }
 
-/// One stripe of sample counters.
+/// One completion with a latency sample.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sample {
+    pub(crate) success: bool,
+    pub(crate) nanos: u64,
+    /// In flight at the completion, the completing operation included.
+    pub(crate) in_flight: usize,
+    /// The decrease epoch at the operation's admission.
+    pub(crate) epoch: u64,
+}
+
+/// One window's accumulators on one stripe.
 #[derive(Debug)]
-struct Stripe {
-    fail: AtomicU64,
+struct Slot {
     ok_rtt: AtomicU64,
     fail_rtt: AtomicU64,
+    /// Failures by the parity of their admission epoch, counted only when
+    /// that epoch was still current at the completion.
+    fresh: [AtomicU64; 2],
+    min_rtt: AtomicU64,
+    peak: AtomicU64,
+    /// Failures: one of the two "finished" counters.
+    fail: AtomicU64,
+    /// Successes by latency: the other "finished" counter.
+    hist: Histogram,
+}
+
+impl Slot {
+    fn new() -> Self {
+        Self {
+            ok_rtt: AtomicU64::new(0),
+            fail_rtt: AtomicU64::new(0),
+            fresh: [AtomicU64::new(0), AtomicU64::new(0)],
+            min_rtt: AtomicU64::new(u64::MAX),
+            peak: AtomicU64::new(0),
+            fail: AtomicU64::new(0),
+            hist: Histogram::new(),
+        }
+    }
+
+    /// Samples that have finished their writes to this slot.
+    fn finished(&self) -> u64 {
+        self.hist
+            .count_acquire()
+            .wrapping_add(self.fail.load(Ordering::Acquire))
+    }
+
+    /// Empties the slot. Only while no completion can write to it.
+    fn clear(&self) {
+        self.ok_rtt.store(0, Ordering::Relaxed);
+        self.fail_rtt.store(0, Ordering::Relaxed);
+        for f in &self.fresh {
+            f.store(0, Ordering::Relaxed);
+        }
+        self.min_rtt.store(u64::MAX, Ordering::Relaxed);
+        self.peak.store(0, Ordering::Relaxed);
+        self.fail.store(0, Ordering::Relaxed);
+        self.hist.take_count();
+    }
+}
+
+/// One stripe: its gate, its two slots and its event counters.
+#[derive(Debug)]
+struct Stripe {
+    gate: AtomicU64,
     events: [AtomicU64; 4],
-    hist: [Histogram; 2],
+    slots: [Slot; 2],
 }
 
 impl Stripe {
     fn new() -> Self {
         Self {
-            fail: AtomicU64::new(0),
-            ok_rtt: AtomicU64::new(0),
-            fail_rtt: AtomicU64::new(0),
+            gate: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
-            hist: [Histogram::new(), Histogram::new()],
+            slots: [Slot::new(), Slot::new()],
         }
     }
+
+    /// Freezes the current slot and opens the other; waits until every
+    /// sample that entered the frozen slot has finished writing, and returns
+    /// the frozen slot. The caller must hold the controller mutex.
+    fn freeze(&self) -> &Slot {
+        let cur = (self.gate.load(Ordering::Acquire) >> 63) as usize;
+        // The idle slot was frozen by the previous hand-over, which waited
+        // for all its writers: nothing writes to it now.
+        self.slots[cur ^ 1].clear();
+        let next = if cur == 0 { SLOT } else { 0 };
+        let entered = self.gate.swap(next, Ordering::AcqRel) & !SLOT;
+        let frozen = &self.slots[cur];
+        let mut spins = 0;
+        while frozen.finished() != entered {
+            spin_wait_step(&mut spins);
+        }
+        frozen
+    }
+}
+
+/// A finished window's exact totals, read from the frozen slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Frozen {
+    pub(crate) ok: u64,
+    pub(crate) fail: u64,
+    /// Of `fail`, the failures admitted in the decrease epoch the close read.
+    pub(crate) fresh: u64,
+    pub(crate) ok_rtt: u64,
+    pub(crate) fail_rtt: u64,
+    /// `u64::MAX` when no successful sample had a non-zero latency.
+    pub(crate) min_rtt: u64,
+    pub(crate) peak: u64,
 }
 
 /// Lock-free per-window accumulators. `repr(C)` keeps the small shared
@@ -122,44 +220,64 @@ impl Stripe {
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Window {
-    pub(crate) min_rtt: AtomicU64,
-    pub(crate) peak: AtomicU64,
     pub(crate) start: AtomicU64,
-    pub(crate) epoch: AtomicU64,
+    /// Decreases of the limit so far: the decrease epoch.
+    epoch: AtomicU64,
     stripes: Box<[Padded<Stripe>; STRIPES]>,
 }
 
 impl Window {
     pub(crate) fn new(start: u64) -> Self {
         Self {
-            min_rtt: AtomicU64::new(u64::MAX),
-            peak: AtomicU64::new(0),
             start: AtomicU64::new(start),
             epoch: AtomicU64::new(0),
             stripes: Box::new(std::array::from_fn(|_| Padded(Stripe::new()))),
         }
     }
 
+    /// The decrease epoch, for tagging an admission.
+    #[inline]
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new decrease epoch. Only the closer calls it, under the
+    /// controller mutex.
+    pub(crate) fn bump_epoch(&self) {
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Adds one latency sample. No lock, no allocation.
     #[inline]
-    pub(crate) fn add(&self, success: bool, nanos: u64, in_flight: usize) {
-        let s = &self.stripes[stripe()];
-        if success {
-            let cur = self.epoch.load(Ordering::Relaxed) as usize & 1;
-            s.hist[cur].record(nanos);
-            s.ok_rtt.fetch_add(nanos, Ordering::Relaxed);
+    pub(crate) fn add(&self, s: Sample) {
+        let stripe = &self.stripes[stripe()];
+        // Enter: learn the current slot and count this sample as started in
+        // it. `Acquire` pairs with the hand-over's swap, so the slot's
+        // clearing (and every earlier epoch bump) is visible here.
+        let slot = &stripe.slots[(stripe.gate.fetch_add(1, Ordering::Acquire) >> 63) as usize];
+        if s.success {
+            slot.ok_rtt.fetch_add(s.nanos, Ordering::Relaxed);
+            // RTT_min is a service time: a fast failure (connection refused)
+            // or a zero reading from a coarse clock is not one.
+            if s.nanos > 0 && s.nanos < slot.min_rtt.load(Ordering::Relaxed) {
+                slot.min_rtt.fetch_min(s.nanos, Ordering::Relaxed);
+            }
         } else {
-            s.fail.fetch_add(1, Ordering::Relaxed);
-            s.fail_rtt.fetch_add(nanos, Ordering::Relaxed);
+            slot.fail_rtt.fetch_add(s.nanos, Ordering::Relaxed);
+            if s.epoch == self.epoch.load(Ordering::Relaxed) {
+                slot.fresh[(s.epoch & 1) as usize].fetch_add(1, Ordering::Relaxed);
+            }
         }
-        // RTT_min is a service time: a fast failure (connection refused) or a
-        // zero reading from a coarse clock is not one.
-        if success && nanos > 0 && nanos < self.min_rtt.load(Ordering::Relaxed) {
-            self.min_rtt.fetch_min(nanos, Ordering::Relaxed);
+        let in_flight = s.in_flight as u64;
+        if in_flight > slot.peak.load(Ordering::Relaxed) {
+            slot.peak.fetch_max(in_flight, Ordering::Relaxed);
         }
-        let in_flight = in_flight as u64;
-        if in_flight > self.peak.load(Ordering::Relaxed) {
-            self.peak.fetch_max(in_flight, Ordering::Relaxed);
+        // Finish: the last write, `Release`, publishes the ones above to a
+        // closer that sees this sample as finished.
+        if s.success {
+            slot.hist.record(s.nanos);
+        } else {
+            slot.fail.fetch_add(1, Ordering::Release);
         }
     }
 
@@ -171,31 +289,52 @@ impl Window {
 
     /// How many `event`s were counted since construction or reset.
     pub(crate) fn total(&self, event: Event) -> u64 {
-        self.sum(|s| s.events[event as usize].load(Ordering::Relaxed))
+        self.stripes.iter().fold(0u64, |acc, s| {
+            acc.wrapping_add(s.events[event as usize].load(Ordering::Relaxed))
+        })
     }
 
-    /// Sums `f` over the stripes.
-    fn sum(&self, f: impl Fn(&Stripe) -> u64) -> u64 {
-        self.stripes
-            .iter()
-            .fold(0u64, |acc, s| acc.wrapping_add(f(s)))
+    /// Successes and failures recorded in the window in progress (a live
+    /// read, not a hand-over).
+    pub(crate) fn live(&self) -> (u64, u64) {
+        self.stripes.iter().fold((0u64, 0u64), |(ok, fail), s| {
+            let slot = &s.slots[(s.gate.load(Ordering::Acquire) >> 63) as usize];
+            (
+                ok.wrapping_add(slot.hist.count_acquire()),
+                fail.wrapping_add(slot.fail.load(Ordering::Acquire)),
+            )
+        })
     }
 
-    /// Successful samples still in the histograms.
-    fn live_ok(&self) -> u64 {
-        self.sum(|s| s.hist[0].count().wrapping_add(s.hist[1].count()))
-    }
-
-    fn fails(&self) -> u64 {
-        self.sum(|s| s.fail.load(Ordering::Relaxed))
-    }
-
-    /// Cumulative latency of successful and of failed samples.
-    fn rtt_sums(&self) -> (u64, u64) {
-        (
-            self.sum(|s| s.ok_rtt.load(Ordering::Relaxed)),
-            self.sum(|s| s.fail_rtt.load(Ordering::Relaxed)),
-        )
+    /// Hands the window in progress over: freezes it, opens the next one and
+    /// returns the frozen window's exact totals, with the failures of
+    /// decrease epoch `epoch` as fresh. The caller must hold the controller
+    /// mutex.
+    pub(crate) fn hand_over(&self, epoch: u64) -> Frozen {
+        let mut f = Frozen {
+            ok: 0,
+            fail: 0,
+            fresh: 0,
+            ok_rtt: 0,
+            fail_rtt: 0,
+            min_rtt: u64::MAX,
+            peak: 0,
+        };
+        for s in self.stripes.iter() {
+            let slot = s.freeze();
+            f.ok = f.ok.wrapping_add(slot.hist.count_acquire());
+            f.fail = f.fail.wrapping_add(slot.fail.load(Ordering::Acquire));
+            f.fresh = f
+                .fresh
+                .wrapping_add(slot.fresh[(epoch & 1) as usize].load(Ordering::Relaxed));
+            f.ok_rtt = f.ok_rtt.wrapping_add(slot.ok_rtt.load(Ordering::Relaxed));
+            f.fail_rtt = f
+                .fail_rtt
+                .wrapping_add(slot.fail_rtt.load(Ordering::Relaxed));
+            f.min_rtt = f.min_rtt.min(slot.min_rtt.load(Ordering::Relaxed));
+            f.peak = f.peak.max(slot.peak.load(Ordering::Relaxed));
+        }
+        f
     }
 
     /// Adds the successful latency samples of the window in progress and,
@@ -204,235 +343,191 @@ impl Window {
     pub(crate) fn recent_latencies(&self, now: u64, window: u64, out: &mut Counts) {
         let start = self.start.load(Ordering::Acquire);
         let age = now.saturating_sub(start);
-        let cur = self.epoch.load(Ordering::Acquire) as usize & 1;
         for s in self.stripes.iter() {
+            let cur = (s.gate.load(Ordering::Acquire) >> 63) as usize;
             // A sample at `t >= start + window` would have closed the window,
             // so every sample of the current window is older than
             // `age - window`.
             if age < window.saturating_mul(2) {
-                s.hist[cur].add_to(out);
+                s.slots[cur].hist.add_to(out);
             }
             if age < window {
-                s.hist[cur ^ 1].add_to(out);
+                s.slots[cur ^ 1].hist.add_to(out);
             }
         }
     }
 
-    /// Switches the histograms: the current one becomes the previous one and
-    /// the one before that is emptied; returns how many samples it held.
-    fn rotate(&self) -> u64 {
-        let next = self.epoch.load(Ordering::Relaxed).wrapping_add(1);
-        let folded = self.sum(|s| s.hist[next as usize & 1].take_count());
-        self.epoch.store(next, Ordering::Release);
-        folded
-    }
-
-    fn clear(&self, now: u64) {
+    /// Forgets every sample and event: completions in progress land in the
+    /// fresh window. The caller must hold the controller mutex.
+    pub(crate) fn clear(&self, now: u64) {
         for s in self.stripes.iter() {
-            s.fail.store(0, Ordering::Relaxed);
-            s.ok_rtt.store(0, Ordering::Relaxed);
-            s.fail_rtt.store(0, Ordering::Relaxed);
+            s.freeze().clear();
             for e in &s.events {
                 e.store(0, Ordering::Relaxed);
             }
-            s.hist[0].take_count();
-            s.hist[1].take_count();
         }
-        self.min_rtt.store(u64::MAX, Ordering::Relaxed);
-        self.peak.store(0, Ordering::Relaxed);
         self.start.store(now, Ordering::Release);
     }
 }
 
-/// Parameters of the controller that are not the law's.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ControlConfig {
-    pub(crate) min_limit: usize,
-    pub(crate) max_limit: usize,
-    pub(crate) warmup: u64,
-    pub(crate) smoothing: f64,
-    pub(crate) min_latency_decay: f64,
-    pub(crate) jitter: f64,
-}
+#[cfg(all(test, not(adaptx_loom)))]
+mod tests {
+    use super::*;
 
-/// The state behind the controller mutex: the law, the estimators, the jitter
-/// RNG and what the previous close saw of the cumulative counters.
-#[derive(Debug)]
-pub(crate) struct Control {
-    pub(crate) law: Box<dyn ControlLaw>,
-    rng: fastrand::Rng,
-    seed: u64,
-    /// EMA of window means, ns.
-    avg: Option<f64>,
-    /// RTT_min, ns.
-    floor: Option<f64>,
-    /// Successful samples emptied out of the histograms by rotations.
-    folded_ok: u64,
-    last_ok: u64,
-    last_fail: u64,
-    last_ok_rtt: u64,
-    last_fail_rtt: u64,
-}
-
-/// What a window close decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Decision {
-    pub(crate) old: usize,
-    pub(crate) new: usize,
-}
-
-impl Control {
-    pub(crate) fn new(law: Box<dyn ControlLaw>, seed: u64) -> Self {
-        Self {
-            law,
-            rng: fastrand::Rng::with_seed(seed),
-            seed,
-            avg: None,
-            floor: None,
-            folded_ok: 0,
-            last_ok: 0,
-            last_fail: 0,
-            last_ok_rtt: 0,
-            last_fail_rtt: 0,
+    fn ok(nanos: u64) -> Sample {
+        Sample {
+            success: true,
+            nanos,
+            in_flight: 1,
+            epoch: 0,
         }
     }
 
-    /// Forgets everything learned (the RNG restarts from its seed).
-    pub(crate) fn reset(&mut self) {
-        self.law.reset();
-        self.rng = fastrand::Rng::with_seed(self.seed);
-        self.avg = None;
-        self.floor = None;
-        self.folded_ok = 0;
-        self.last_ok = 0;
-        self.last_fail = 0;
-        self.last_ok_rtt = 0;
-        self.last_fail_rtt = 0;
+    #[test]
+    fn hand_over_returns_exact_totals_and_opens_an_empty_window() {
+        let w = Window::new(0);
+        w.add(ok(10));
+        w.add(ok(30));
+        w.add(Sample {
+            success: false,
+            nanos: 5,
+            in_flight: 3,
+            epoch: 0,
+        });
+        let f = w.hand_over(0);
+        assert_eq!((f.ok, f.fail, f.fresh), (2, 1, 1));
+        assert_eq!((f.ok_rtt, f.fail_rtt, f.min_rtt, f.peak), (40, 5, 10, 3));
+        let g = w.hand_over(0);
+        assert_eq!(
+            (g.ok, g.fail, g.ok_rtt, g.min_rtt, g.peak),
+            (0, 0, 0, u64::MAX, 0)
+        );
     }
 
-    /// Samples recorded since construction or reset: (successes, failures).
-    pub(crate) fn totals(&self, w: &Window) -> (u64, u64) {
-        (self.folded_ok.wrapping_add(w.live_ok()), w.fails())
-    }
-
-    /// The smoothed mean latency the controller uses.
-    pub(crate) fn average(&self) -> Option<Duration> {
-        self.avg.map(|ns| Duration::from_nanos(ns as u64))
-    }
-
-    /// The RTT_min estimate.
-    pub(crate) fn floor(&self) -> Option<Duration> {
-        self.floor.map(|ns| Duration::from_nanos(ns as u64))
-    }
-
-    /// Closes the window that started at `start`, at `now`, and — when
-    /// `adapt` and warmup allow — runs the law. Returns the limit the pool
-    /// should move to, if it changes.
-    pub(crate) fn close(
-        &mut self,
-        w: &Window,
-        cfg: &ControlConfig,
-        limit: usize,
-        start: u64,
-        now: u64,
-        adapt: bool,
-    ) -> Option<Decision> {
-        let (ok, fail) = self.totals(w);
-        let (ok_rtt, fail_rtt) = w.rtt_sums();
-        let min_rtt = w.min_rtt.swap(u64::MAX, Ordering::Relaxed);
-        let peak = w.peak.swap(0, Ordering::Relaxed);
-        self.folded_ok = self.folded_ok.wrapping_add(w.rotate());
-
-        let ok_n = ok.wrapping_sub(self.last_ok);
-        let fail_n = fail.wrapping_sub(self.last_fail);
-        let ok_rtt_n = ok_rtt.wrapping_sub(self.last_ok_rtt);
-        let rtt_sum = ok_rtt_n.wrapping_add(fail_rtt.wrapping_sub(self.last_fail_rtt));
-        (self.last_ok, self.last_fail) = (ok, fail);
-        (self.last_ok_rtt, self.last_fail_rtt) = (ok_rtt, fail_rtt);
-        let samples = ok_n.saturating_add(fail_n);
-        if samples == 0 {
-            return None;
-        }
-        // RTT_min is the lowest window mean of successful samples: a single
-        // lucky sample of a noisy backend would make service-time noise look
-        // like queueing (with 10 % exponential jitter the minimum sample sits
-        // ~10 % under the mean, which Vegas' default band reads as a queue),
-        // and a fast failure is not a service time at all.
-        if ok_n > 0 && ok_rtt_n > 0 {
-            let m = ok_rtt_n as f64 / ok_n as f64;
-            self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
-        }
-        let seen = ok.saturating_add(fail);
-        if !adapt || seen < cfg.warmup {
-            return None;
-        }
-
-        let mean = rtt_sum as f64 / samples as f64;
-        let summary = WindowSummary {
-            duration_nanos: now.saturating_sub(start),
-            samples,
-            failures: fail_n,
-            peak_in_flight: usize::try_from(peak).unwrap_or(usize::MAX),
-            mean_rtt_nanos: mean,
-            min_rtt_nanos: if min_rtt == u64::MAX {
-                0.0
-            } else {
-                min_rtt as f64
-            },
-            rtt_floor_nanos: self.floor,
-            rtt_average_nanos: self.avg,
+    #[test]
+    fn failures_of_an_earlier_epoch_are_stale() {
+        let w = Window::new(0);
+        w.bump_epoch();
+        let fail = |epoch| Sample {
+            success: false,
+            nanos: 1,
+            in_flight: 1,
+            epoch,
         };
-        // A user's law that panics must not take the completing operation's
-        // permit down with it: the window holds the limit instead.
-        let law = &mut self.law;
-        let proposed = catch_unwind(AssertUnwindSafe(|| law.next_limit(limit, &summary)));
-        let mut next = proposed.unwrap_or(limit);
-        if next > limit && cfg.jitter > 0.0 {
-            next -= self.withheld(next - limit, cfg.jitter);
-        }
-        let next = next.clamp(cfg.min_limit, cfg.max_limit);
-        self.update_estimators(mean, cfg);
-        (next != limit).then_some(Decision {
-            old: limit,
-            new: next,
-        })
+        w.add(fail(0));
+        w.add(fail(1));
+        w.add(fail(1));
+        let f = w.hand_over(1);
+        assert_eq!((f.fail, f.fresh), (3, 2));
     }
 
-    /// How much of an increase of `delta` to withhold. As in the reference,
-    /// on a fair coin flip `delta · jitter · u` is withheld (`u` uniform in
-    /// [0, 1)); unlike the reference, that amount is rounded stochastically
-    /// instead of truncated, so even a +1 step is withheld with probability
-    /// `jitter / 4` and lockstep fleets drift apart (the reference withheld
-    /// nothing for steps of 10 or less). The expected amount withheld,
-    /// `delta · jitter / 4`, is the reference's.
-    fn withheld(&mut self, delta: usize, jitter: f64) -> usize {
-        let want = delta as f64 * jitter * self.rng.f64();
-        if self.rng.f64() >= 0.5 {
-            return 0;
+    #[test]
+    fn a_failure_seen_before_the_bump_is_judged_at_the_close() {
+        // The close of the previous window decided a decrease but has not
+        // bumped the epoch when this failure, admitted before the decrease,
+        // completes: it must not count as fresh at the next close.
+        let w = Window::new(0);
+        w.add(Sample {
+            success: false,
+            nanos: 1,
+            in_flight: 1,
+            epoch: 0,
+        });
+        w.bump_epoch();
+        let f = w.hand_over(1);
+        assert_eq!((f.fail, f.fresh), (1, 0));
+    }
+}
+
+/// Loom models of the window hand-over (run with `--cfg adaptx_loom`, see
+/// `pool/loom.rs`): every sample is read in exactly one window, with its
+/// count, latency, minimum and peak together, and freshness is judged
+/// against the epoch of the close that reads it.
+#[cfg(all(test, adaptx_loom))]
+mod loom {
+    use ::loom::thread;
+
+    use super::*;
+    use crate::sync::{Arc, loom_model as model};
+
+    fn sample(success: bool, nanos: u64, in_flight: usize) -> Sample {
+        Sample {
+            success,
+            nanos,
+            in_flight,
+            epoch: 0,
         }
-        let whole = want.floor();
-        let extra = usize::from(self.rng.f64() < want - whole);
-        (whole as usize).saturating_add(extra).min(delta)
     }
 
-    fn update_estimators(&mut self, mean: f64, cfg: &ControlConfig) {
-        if mean <= 0.0 {
-            return;
-        }
-        let s = cfg.smoothing;
-        let avg = match self.avg {
-            Some(avg) => s * mean + (1.0 - s) * avg,
-            None => mean,
-        };
-        self.avg = Some(avg);
-        if cfg.min_latency_decay > 0.0 {
-            if let Some(f) = self.floor {
-                self.floor = Some(f + cfg.min_latency_decay * (avg - f));
+    /// A frozen window is exact: its sums are its counts times the one
+    /// latency each kind of sample took, its extremes belong to its samples.
+    fn assert_exact(f: &Frozen) {
+        assert_eq!(f.ok_rtt, 100 * f.ok, "{f:?}");
+        assert_eq!(f.fail_rtt, 7 * f.fail, "{f:?}");
+        assert_eq!(f.min_rtt == 100, f.ok > 0, "{f:?}");
+        assert_eq!(f.peak > 0, f.ok + f.fail > 0, "{f:?}");
+    }
+
+    #[test]
+    fn loom_window_handover_reads_each_sample_once_and_whole() {
+        model(|| {
+            let w = Arc::new(Window::new(0));
+            let a = {
+                let w = w.clone();
+                thread::spawn(move || w.add(sample(true, 100, 2)))
+            };
+            let b = {
+                let w = w.clone();
+                thread::spawn(move || w.add(sample(false, 7, 1)))
+            };
+            let first = w.hand_over(0);
+            assert_exact(&first);
+            a.join().expect("writer");
+            b.join().expect("writer");
+            let second = w.hand_over(0);
+            assert_exact(&second);
+            assert_eq!(first.ok + second.ok, 1);
+            assert_eq!(first.fail + second.fail, 1);
+            assert_eq!(first.fresh + second.fresh, 1);
+        });
+    }
+
+    #[test]
+    fn loom_window_handover_twice_while_a_sample_lands() {
+        model(|| {
+            let w = Arc::new(Window::new(0));
+            let a = {
+                let w = w.clone();
+                thread::spawn(move || w.add(sample(true, 100, 1)))
+            };
+            let first = w.hand_over(0);
+            let second = w.hand_over(0);
+            a.join().expect("writer");
+            let third = w.hand_over(0);
+            for f in [&first, &second, &third] {
+                assert_exact(f);
             }
-        }
+            assert_eq!(first.ok + second.ok + third.ok, 1);
+        });
     }
 
-    pub(crate) fn clear_window(&mut self, w: &Window, now: u64) {
-        w.clear(now);
+    #[test]
+    fn loom_window_failure_admitted_before_a_decrease_is_stale() {
+        model(|| {
+            let w = Arc::new(Window::new(0));
+            let a = {
+                let w = w.clone();
+                thread::spawn(move || w.add(sample(false, 7, 1)))
+            };
+            // The close of the first window decides a decrease.
+            let first = w.hand_over(0);
+            w.bump_epoch();
+            a.join().expect("writer");
+            let second = w.hand_over(1);
+            // In the first window the failure is fresh; in the second, stale.
+            assert_eq!(first.fresh, first.fail);
+            assert_eq!(second.fresh, 0);
+            assert_eq!(first.fail + second.fail, 1);
+        });
     }
 }

@@ -695,6 +695,7 @@ fn improvement_3_vegas_band_continuous() {
             duration_nanos: 1_000_000_000,
             samples: 10,
             failures: 0,
+            stale_failures: 0,
             peak_in_flight: 100,
             mean_rtt_nanos: r,
             min_rtt_nanos: m,
@@ -1003,6 +1004,7 @@ fn improvement_8_control_law_is_a_public_trait() {
         duration_nanos: 1_000_000_000,
         samples: 2,
         failures: 1,
+        stale_failures: 0,
         peak_in_flight: 4,
         mean_rtt_nanos: 3e6,
         min_rtt_nanos: 2e6,
@@ -1012,6 +1014,7 @@ fn improvement_8_control_law_is_a_public_trait() {
     let second = WindowSummary {
         samples: 1,
         failures: 0,
+        stale_failures: 0,
         peak_in_flight: 2,
         mean_rtt_nanos: 6e6,
         min_rtt_nanos: 6e6,

@@ -21,17 +21,18 @@ use adaptx::{
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 
-/// The limiter's invariants, given its expected bounds and how many permits
-/// the caller holds.
-fn check(l: &Limiter, min: usize, max: usize, held: usize) {
+/// The limiter's invariants, given its expected bounds, how many permits
+/// the caller holds, and the outcomes the caller recorded since the last
+/// reset: `[successes, failures, dropped]`.
+fn check(l: &Limiter, min: usize, max: usize, held: usize, ended: [u64; 3]) {
     let (limit, in_flight) = (l.limit(), l.in_flight());
     assert!(1 <= min && min <= limit && limit <= max && max <= MAX_LIMIT_BOUND);
     assert!(in_flight <= max, "in_flight {in_flight} > max {max}");
     assert_eq!(in_flight, held, "held permits != in_flight");
     assert_eq!(l.available() + in_flight - l.debt(), limit);
     let s = l.stats();
-    let finished = s.success + s.failures + s.dropped;
-    assert_eq!(s.total, finished + s.in_flight as u64, "{s:?}");
+    assert_eq!([s.success, s.failures, s.dropped], ended, "{s:?}");
+    assert_eq!(s.total, ended.iter().sum::<u64>() + held as u64, "{s:?}");
     let bounds = (s.limit, s.in_flight, s.min_limit, s.max_limit);
     assert_eq!(bounds, (limit, in_flight, min, max));
 }
@@ -211,11 +212,11 @@ fn run_builder(i: &Input) {
             let (min, max) = (i.min, i.max.max(i.min));
             assert_eq!(l.limit(), i.initial.clamp(min, max));
             assert_eq!(l.algorithm(), i.algorithm.to_string());
-            check(&l, min, max, 0);
+            check(&l, min, max, 0, [0; 3]);
             let p = l.try_acquire().expect("a fresh limiter admits one");
-            check(&l, min, max, 1);
+            check(&l, min, max, 1, [0; 3]);
             p.success();
-            check(&l, min, max, 0);
+            check(&l, min, max, 0, [1, 0, 0]);
         }
     }
 }
@@ -293,28 +294,45 @@ fn run_ops(s: &Setup, ops: &[Op]) {
         .build()
         .expect("valid configuration");
     let mut held: Vec<OwnedPermit> = Vec::new();
-    check(&l, min, max, 0);
+    // Successes, failures and drops recorded since the last reset.
+    let mut ended = [0u64; 3];
+    check(&l, min, max, 0, ended);
     for op in ops {
         let mut take = |i: usize| (!held.is_empty()).then(|| held.swap_remove(i % held.len()));
         match *op {
             Op::TryAcquire => held.extend(l.try_acquire_owned().ok()),
-            Op::Success(i) => take(i).map_or((), OwnedPermit::success),
-            Op::Failure(i) => take(i).map_or((), OwnedPermit::failure),
-            Op::Latency(i, ok, d) => {
-                take(i).map_or((), |p| p.record_with_latency(Outcome::from_success(ok), d))
-            }
-            Op::Skipped(i, ok) => {
-                take(i).map_or((), |p| p.record_skipped(Outcome::from_success(ok)))
-            }
-            Op::Drop(i) => drop(take(i)),
+            Op::Success(i) => take(i).map_or((), |p| {
+                p.success();
+                ended[0] += 1;
+            }),
+            Op::Failure(i) => take(i).map_or((), |p| {
+                p.failure();
+                ended[1] += 1;
+            }),
+            Op::Latency(i, ok, d) => take(i).map_or((), |p| {
+                p.record_with_latency(Outcome::from_success(ok), d);
+                ended[usize::from(!ok)] += 1;
+            }),
+            Op::Skipped(i, ok) => take(i).map_or((), |p| {
+                p.record_skipped(Outcome::from_success(ok));
+                ended[usize::from(!ok)] += 1;
+            }),
+            Op::Drop(i) => take(i).map_or((), |p| {
+                drop(p);
+                ended[2] += 1;
+            }),
             Op::Advance(d) => clock.advance(d),
             Op::Close => _ = l.close(),
-            Op::ResetStats => l.reset_stats(),
+            Op::ResetStats => {
+                l.reset_stats();
+                ended = [0; 3];
+            }
         }
-        check(&l, min, max, held.len());
+        check(&l, min, max, held.len(), ended);
     }
+    ended[2] += held.len() as u64;
     held.clear();
-    check(&l, min, max, 0);
+    check(&l, min, max, 0, ended);
     assert_eq!((l.debt(), l.available()), (0, l.limit()));
 }
 

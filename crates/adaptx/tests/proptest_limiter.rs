@@ -309,14 +309,14 @@ impl Harness {
         assert_eq!(l.is_closed(), self.closed);
 
         let s = l.stats();
+        let c = &self.counts;
         assert_eq!(
             s.total,
-            s.success + s.failures + s.dropped + s.in_flight as u64,
-            "stats invariant: {s:?}"
+            c.success + c.failures + c.dropped + in_flight as u64,
+            "total against the model: {s:?} vs {c:?}"
         );
         assert_eq!((s.limit, s.in_flight), (limit, in_flight));
         assert_eq!((s.min_limit, s.max_limit), (self.min, self.max));
-        let c = &self.counts;
         assert_eq!(
             (
                 s.success,
@@ -341,13 +341,19 @@ impl Harness {
     }
 
     fn finish(mut self) {
+        let dropped_here = self.held.len() as u64;
         self.held.clear();
         let l = &self.limiter;
         assert_eq!(l.in_flight(), 0, "permits leaked");
         assert_eq!(l.debt(), 0);
         assert_eq!(l.available(), l.limit());
         let s = l.stats();
-        assert_eq!(s.total, s.success + s.failures + s.dropped);
+        let c = &self.counts;
+        assert_eq!(
+            (s.success, s.failures, s.dropped),
+            (c.success, c.failures, c.dropped + dropped_here),
+            "{s:?} vs {c:?}"
+        );
         if self.closed {
             l.close_blocking(Duration::from_secs(1))
                 .expect("a closed limiter with nothing in flight is drained");

@@ -42,6 +42,7 @@ fn summary(limit: usize, r: f64, floor: Option<f64>, avg: Option<f64>) -> Window
         duration_nanos: 1_000_000_000,
         samples: 2,
         failures: 0,
+        stale_failures: 0,
         peak_in_flight: limit,
         mean_rtt_nanos: r,
         min_rtt_nanos: r,

@@ -18,8 +18,10 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///
 /// With `L` the live limit, for each window:
 ///
-/// - any failure: `credit = 0`, next = `floor(L · decrease_ratio)`;
-/// - else if `peak_in_flight < ceil(L · utilization)`: hold `L`, keep the credit;
+/// - any fresh failure ([`WindowSummary::failures`]): `credit = 0`, next =
+///   `floor(L · decrease_ratio)`;
+/// - else if there are stale failures, or `peak_in_flight < ceil(L ·
+///   utilization)`: hold `L`, keep the credit;
 /// - else `credit += increase_rate`, `step = floor(credit)`, `credit -= step`,
 ///   next = `L + step`.
 ///
@@ -45,6 +47,7 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///     duration_nanos: 1_000_000_000,
 ///     samples: 100,
 ///     failures: 0,
+///     stale_failures: 0,
 ///     peak_in_flight: 10,
 ///     mean_rtt_nanos: 1e6,
 ///     min_rtt_nanos: 1e6,
@@ -146,7 +149,10 @@ impl ControlLaw for Aimd {
             self.credit = 0.0;
             return decrease(limit, self.decrease_ratio);
         }
-        if !utilized(limit, window.peak_in_flight, self.utilization) {
+        if window.stale_failures > 0 || !utilized(limit, window.peak_in_flight, self.utilization) {
+            // Failures of operations admitted before the last decrease are
+            // the overload it answered, still draining: no second cut, and
+            // no growth on a window that still shows that overload.
             return limit;
         }
         self.credit += self.increase_rate;
@@ -173,12 +179,26 @@ mod tests {
     fn failing(peak: usize) -> WindowSummary {
         WindowSummary {
             failures: 1,
+            stale_failures: 0,
             ..window(peak)
         }
     }
 
     fn aimd(rate: f64, ratio: f64) -> Aimd {
         Aimd::new(rate, ratio, DEFAULT_UTILIZATION).expect("valid parameters")
+    }
+
+    #[test]
+    fn stale_failures_hold_and_keep_the_credit() {
+        let mut law = Aimd::new(0.5, 0.5, 0.9).expect("valid parameters");
+        assert_eq!(law.next_limit(10, &window(10)), 10);
+        let stale = WindowSummary {
+            stale_failures: 4,
+            ..window(10)
+        };
+        assert_eq!(law.next_limit(10, &stale), 10);
+        // The half credit earned before is still there.
+        assert_eq!(law.next_limit(10, &window(10)), 11);
     }
 
     #[test]

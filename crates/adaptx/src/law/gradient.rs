@@ -1,6 +1,6 @@
 //! Latency-gradient control in the manner of Netflix's concurrency-limits.
 
-use super::{ControlLaw, WindowSummary, decrease, utilized};
+use super::{ControlLaw, WindowSummary, app_limited, decrease, utilized};
 use crate::defaults::{DEFAULT_DECREASE_RATIO, DEFAULT_TOLERANCE, DEFAULT_UTILIZATION};
 use crate::error::{ConfigError, open_closed, open_open};
 
@@ -24,7 +24,11 @@ use crate::error::{ConfigError, open_closed, open_open};
 /// With `L` the live limit, `r` the window's mean latency and `avg` the
 /// smoothed latency, both in nanoseconds:
 ///
-/// - any failure: next = `floor(L · decrease_ratio)`;
+/// - any fresh failure ([`WindowSummary::failures`]): next =
+///   `floor(L · decrease_ratio)`;
+/// - stale failures only, or a window that used less than half the limit
+///   (`2 · peak_in_flight < L`, "app-limited": its latency says nothing
+///   about the limit): hold;
 /// - no average yet, or `avg <= 0`: hold;
 /// - `g = (r − avg) / avg`;
 /// - `g <= tolerance` and `r > GRADIENT_QUEUE_BOUND · floor` (a standing
@@ -47,7 +51,10 @@ use crate::error::{ConfigError, open_closed, open_open};
 /// latency comes from the gradient limiters of Netflix's
 /// [concurrency-limits](https://github.com/Netflix/concurrency-limits).
 ///
-/// Unlike the Go adaptx v1.5.2 original, growth is gated on utilization: Go
+/// Unlike the Go adaptx v1.5.2 original, a window that used less than half
+/// the limit holds: Go cut on every noisy window, so one request in flight
+/// at 20 requests/s with latency noise of 20–80 ms took the limit 20 → 9 → 2
+/// in two minutes. Growth is gated on utilization: Go
 /// grows on every flat window, so a lightly loaded limiter climbs to
 /// `max_limit` and later shrinks slowly and abruptly. And growth stops at a
 /// standing queue ([`GRADIENT_QUEUE_BOUND`]): the gradient alone compares the
@@ -66,6 +73,7 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///     duration_nanos: 1_000_000_000,
 ///     samples: 100,
 ///     failures: 0,
+///     stale_failures: 0,
 ///     peak_in_flight: 20,
 ///     mean_rtt_nanos: 15e6,
 ///     min_rtt_nanos: 10e6,
@@ -181,6 +189,9 @@ impl ControlLaw for Gradient {
         if window.failures > 0 {
             return decrease(limit, self.decrease_ratio);
         }
+        if window.stale_failures > 0 || app_limited(limit, window.peak_in_flight) {
+            return limit;
+        }
         let avg = match window.rtt_average_nanos {
             Some(avg) if avg > 0.0 => avg,
             _ => return limit,
@@ -291,6 +302,7 @@ mod tests {
     fn failures_decrease_by_ratio() {
         let failing = WindowSummary {
             failures: 1,
+            stale_failures: 0,
             ..window(10, Some(10.0 * MS), MS)
         };
         assert_eq!(gradient().next_limit(10, &failing), 5);
@@ -325,12 +337,45 @@ mod tests {
     }
 
     #[test]
-    fn underutilized_window_still_backs_off() {
-        let idle = WindowSummary {
-            peak_in_flight: 0,
+    fn app_limited_window_holds_on_a_latency_rise() {
+        // Half the limit or less in use: the rise is not our queue.
+        for peak in [0, 1, 9] {
+            let idle = WindowSummary {
+                peak_in_flight: peak,
+                ..window(20, Some(10.0 * MS), 25.0 * MS)
+            };
+            assert_eq!(gradient().next_limit(20, &idle), 20, "peak {peak}");
+        }
+        // From half the limit on, the rise backs off.
+        let half = WindowSummary {
+            peak_in_flight: 10,
             ..window(20, Some(10.0 * MS), 25.0 * MS)
         };
-        assert_eq!(gradient().next_limit(20, &idle), 10);
+        assert_eq!(gradient().next_limit(20, &half), 10);
+    }
+
+    #[test]
+    fn app_limited_window_still_backs_off_on_fresh_failures() {
+        let failing = WindowSummary {
+            peak_in_flight: 0,
+            failures: 1,
+            ..window(20, Some(10.0 * MS), 10.0 * MS)
+        };
+        assert_eq!(gradient().next_limit(20, &failing), 10);
+    }
+
+    #[test]
+    fn stale_failures_hold() {
+        let stale = WindowSummary {
+            stale_failures: 3,
+            ..window(20, Some(10.0 * MS), 25.0 * MS)
+        };
+        assert_eq!(gradient().next_limit(20, &stale), 20);
+        let grow = WindowSummary {
+            stale_failures: 3,
+            ..window(20, Some(10.0 * MS), MS)
+        };
+        assert_eq!(gradient().next_limit(20, &grow), 20);
     }
 
     #[test]

@@ -24,8 +24,16 @@ pub struct WindowSummary {
     pub duration_nanos: u64,
     /// Completions that carried a latency sample (skipped samples are not counted).
     pub samples: u64,
-    /// Of `samples`, how many were failures.
+    /// Of `samples`, the failures of operations admitted *after the last
+    /// decrease* of the limit: fresh evidence of overload at the present
+    /// limit. A law that decreases on failures should look only at these.
     pub failures: u64,
+    /// Of `samples`, the failures of operations admitted *before the last
+    /// decrease*: the overload that decrease already answered, still
+    /// draining (TCP's recovery rule). Reacting to them again would cut the
+    /// limit twice for one overload episode; the built-in laws neither
+    /// decrease nor grow on a window that has only these.
+    pub stale_failures: u64,
     /// The largest in-flight count seen at a sampled completion in this window,
     /// counting the completing operation itself.
     pub peak_in_flight: usize,
@@ -104,6 +112,17 @@ pub(crate) fn utilized(limit: usize, peak_in_flight: usize, utilization: f64) ->
     peak_in_flight >= need
 }
 
+/// Whether a window used so little of the limit that its latency says
+/// nothing about the limit: its peak in-flight stayed below half of it. A
+/// latency rise then comes from the backend or the network, not from a queue
+/// this limiter built, and cutting the limit would only turn the next burst
+/// away. The delay laws hold on such a window (Netflix's concurrency-limits
+/// Vegas and Gradient2 have the same "app-limited" rule).
+#[inline]
+pub(crate) fn app_limited(limit: usize, peak_in_flight: usize) -> bool {
+    peak_in_flight.saturating_mul(2) < limit
+}
+
 /// A clean window (10 samples, no failures) for the laws' unit tests.
 #[cfg(test)]
 pub(crate) fn test_window(
@@ -116,6 +135,7 @@ pub(crate) fn test_window(
         duration_nanos: 1_000_000_000,
         samples: 10,
         failures: 0,
+        stale_failures: 0,
         peak_in_flight: peak,
         mean_rtt_nanos: r,
         min_rtt_nanos: r,

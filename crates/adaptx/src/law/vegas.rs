@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{ControlLaw, WindowSummary, decrease, utilized};
+use super::{ControlLaw, WindowSummary, app_limited, decrease, utilized};
 use crate::defaults::{
     DEFAULT_DECREASE_RATIO, DEFAULT_TARGET_LATENCY, DEFAULT_TOLERANCE, DEFAULT_UTILIZATION,
 };
@@ -23,9 +23,13 @@ use crate::error::{ConfigError, open_closed, open_open};
 /// With `L` the live limit, `r` the window's mean latency, `m` the latency
 /// floor (RTT_min) and `T` the target latency, all in nanoseconds:
 ///
-/// - any failure: next = `floor(L · decrease_ratio)`;
+/// - any fresh failure ([`WindowSummary::failures`]): next =
+///   `floor(L · decrease_ratio)`;
+/// - stale failures only, or a window that used less than half the limit
+///   (`2 · peak_in_flight < L`, "app-limited"): hold;
 /// - no floor yet, `r <= 0` or `m <= 0`: hold;
-/// - `q = L · (1 − m / r)`, the estimated queue;
+/// - `q = N · (1 − m / r)` with `N = min(L, peak_in_flight)`, the estimated
+///   queue of the operations actually in use (Little's law);
 /// - `x = m / T`, `scale = 1` if `x >= 1`, else `max(1 − x, x)`;
 /// - `α = L · tolerance · scale`, `β = 2α`;
 /// - `q < α`: next = `L + 1`, but only if the window's peak in-flight reached
@@ -45,8 +49,12 @@ use crate::error::{ConfigError, open_closed, open_open};
 /// Internet", 1994), with the window's mean latency in place of the
 /// per-packet RTT.
 ///
-/// This law differs from the Go adaptx v1.5.2 original in three ways:
+/// This law differs from the Go adaptx v1.5.2 original in four ways:
 ///
+/// - Go estimates the queue from the limit, not from the concurrency in use:
+///   one request in flight under a limit of 20, with latency noise of
+///   20–80 ms, read as a queue of up to 15 and cut the limit 20 → 1 in a
+///   minute.
 /// - Go ignores failures, so a backend that fails fast keeps growing the limit.
 /// - Go has no utilization gate, so a lightly loaded limiter climbs to
 ///   `max_limit` one window at a time.
@@ -69,6 +77,7 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///     duration_nanos: 1_000_000_000,
 ///     samples: 100,
 ///     failures: 0,
+///     stale_failures: 0,
 ///     peak_in_flight: 10,
 ///     mean_rtt_nanos: 1.02e6,
 ///     min_rtt_nanos: 1e6,
@@ -161,6 +170,16 @@ impl Vegas {
         self.utilization
     }
 
+    /// The estimated queue: the operations in use, `N = min(L,
+    /// peak_in_flight)`, times the share of the latency spent above the
+    /// floor. By Little's law the backend serves `N · m / r` of them at a
+    /// time; the rest wait. Counting the limit instead of what is in use
+    /// would read latency noise in a lightly used window as a queue of
+    /// `L · (1 − m / r)` that does not exist.
+    fn queue(&self, limit: usize, peak_in_flight: usize, m: f64, r: f64) -> f64 {
+        limit.min(peak_in_flight) as f64 * (1.0 - m / r)
+    }
+
     /// The lower edge α of the queue band for limit `limit` and latency floor
     /// `m` nanoseconds.
     pub(crate) fn alpha(&self, limit: usize, m: f64) -> f64 {
@@ -199,6 +218,9 @@ impl ControlLaw for Vegas {
         if window.failures > 0 {
             return decrease(limit, self.decrease_ratio);
         }
+        if window.stale_failures > 0 || app_limited(limit, window.peak_in_flight) {
+            return limit;
+        }
         let r = window.mean_rtt_nanos;
         let Some(m) = window.rtt_floor_nanos else {
             return limit;
@@ -208,8 +230,7 @@ impl ControlLaw for Vegas {
         }
         // NaN in r or m makes q or α NaN; both comparisons below are then
         // false and the limit holds.
-        let l = limit as f64;
-        let q = l * (1.0 - m / r);
+        let q = self.queue(limit, window.peak_in_flight, m, r);
         let alpha = self.alpha(limit, m);
         let beta = 2.0 * alpha;
         if q < alpha {
@@ -299,6 +320,7 @@ mod tests {
         let mut law = vegas(0.1, ONE_NS);
         let failing = WindowSummary {
             failures: 1,
+            stale_failures: 0,
             ..window(10, Some(1e6), 1_075_269.0)
         };
         assert_eq!(law.next_limit(10, &failing), 5);
@@ -322,13 +344,53 @@ mod tests {
     }
 
     #[test]
-    fn underutilized_window_still_decreases() {
-        let mut law = vegas(0.4, ONE_NS);
-        let idle = WindowSummary {
-            peak_in_flight: 0,
+    fn app_limited_window_holds_on_a_latency_rise() {
+        // α = 2, β = 4.
+        let mut law = vegas(0.2, ONE_NS);
+        for peak in [0, 1, 4] {
+            let idle = WindowSummary {
+                peak_in_flight: peak,
+                ..window(10, Some(MS), 10.0 * MS)
+            };
+            assert_eq!(law.next_limit(10, &idle), 10, "peak {peak}");
+        }
+        // Half in use: q = 5 · 0.9 = 4.5 > β.
+        let half = WindowSummary {
+            peak_in_flight: 5,
             ..window(10, Some(MS), 10.0 * MS)
         };
-        assert_eq!(law.next_limit(10, &idle), 5);
+        assert_eq!(law.next_limit(10, &half), 5);
+    }
+
+    #[test]
+    fn queue_is_estimated_from_the_concurrency_in_use() {
+        // 6 of 10 in use, latency 1.5 × the floor: q = 6 · (1 − 1/1.5) = 2,
+        // inside the band α = 10 · 0.2 = 2, β = 4: hold. Counting the limit,
+        // q = 3.3 would still hold, but at twice the floor q = 3 (in use)
+        // against 5 (limit) > β: only the latter cuts.
+        let mut law = vegas(0.2, ONE_NS);
+        let w = |r: f64| WindowSummary {
+            peak_in_flight: 6,
+            ..window(10, Some(MS), r)
+        };
+        assert_eq!(law.next_limit(10, &w(1.5 * MS)), 10);
+        assert_eq!(law.next_limit(10, &w(2.0 * MS)), 10);
+        assert_eq!(law.next_limit(10, &w(4.0 * MS)), 5);
+    }
+
+    #[test]
+    fn stale_failures_hold() {
+        let mut law = vegas(0.4, ONE_NS);
+        let stale = WindowSummary {
+            stale_failures: 2,
+            ..window(10, Some(MS), 10.0 * MS)
+        };
+        assert_eq!(law.next_limit(10, &stale), 10);
+        let fresh = WindowSummary {
+            failures: 1,
+            ..stale
+        };
+        assert_eq!(law.next_limit(10, &fresh), 5);
     }
 
     #[test]

@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use super::{Counters, Hot, Inner, Limiter};
 use crate::clock::{AnyClock, Clock, SystemClock};
+use crate::control::{Control, ControlConfig};
 use crate::defaults::*;
 use crate::error::{ConfigError, closed_closed, open_closed};
 use crate::law::{Aimd, ControlLaw, Gradient, Vegas};
 use crate::pool::{MAX_PERMITS, Pool};
 use crate::sync::Mutex;
-use crate::window::{Control, ControlConfig, Padded, Window};
+use crate::sync::Padded;
+use crate::window::Window;
 
 /// A callback run with `(old, new)` whenever a window moves the limit.
 pub type LimitChangeHook = Box<dyn Fn(usize, usize) + Send + Sync>;

@@ -15,12 +15,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use crate::clock::AnyClock;
+use crate::control::{Control, ControlConfig, Decision};
 use crate::error::{AcquireError, AcquireTimeoutError, DrainTimeoutError, TryAcquireError};
 use crate::histogram::Counts;
 use crate::pool::{Admission, Pool, TryFail};
 use crate::stats::Stats;
-use crate::sync::{Arc, AtomicU64, Mutex, Ordering, lock};
-use crate::window::{Control, ControlConfig, Decision, Event, Padded, Window};
+use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Padded, lock};
+use crate::window::{Event, Sample, Window};
 
 use permit::Holder;
 
@@ -120,11 +121,13 @@ pub(crate) struct Inner {
 /// How a permit ends.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Ending {
-    /// Outcome with a latency sample in nanoseconds, ending at `now`.
+    /// Outcome with a latency sample in nanoseconds, ending at `now`, of an
+    /// operation admitted in decrease epoch `epoch`.
     Sampled {
         outcome: Outcome,
         nanos: u64,
         now: u64,
+        epoch: u64,
     },
     /// Outcome without a latency sample.
     Skipped(Outcome),
@@ -136,6 +139,12 @@ impl Inner {
     #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.clock.now_nanos()
+    }
+
+    /// The decrease epoch, for tagging an admission.
+    #[inline]
+    pub(crate) fn epoch(&self) -> u64 {
+        self.hot.window.epoch()
     }
 
     #[inline]
@@ -172,9 +181,15 @@ impl Inner {
                 outcome,
                 nanos,
                 now,
+                epoch,
             } => {
                 let w = &self.hot.window;
-                w.add(outcome.is_success(), nanos, self.hot.pool.in_flight());
+                w.add(Sample {
+                    success: outcome.is_success(),
+                    nanos,
+                    in_flight: self.hot.pool.in_flight(),
+                    epoch,
+                });
                 let start = w.start.load(Ordering::Acquire);
                 if now.saturating_sub(start) >= self.window_nanos {
                     self.close_window(start, now);
@@ -202,23 +217,30 @@ impl Inner {
         {
             return;
         }
-        let decision = {
+        let (decision, woken) = {
             let mut control = lock(&self.control);
             // Closed limiters keep their statistics but stop adapting.
             let adapt = !self.hot.pool.is_closed();
             let limit = self.hot.pool.limit();
             let d = control.close(w, &self.cfg, limit, start, now, adapt);
-            if let Some(Decision { old, new }) = d {
-                self.hot.pool.set_limit(new);
+            let woken = d.map(|Decision { old, new }| {
                 let c = if new > old {
                     &self.counters.increases
                 } else {
                     &self.counters.decreases
                 };
                 c.fetch_add(1, Ordering::Relaxed);
-            }
-            d
+                // Applied under the mutex so that limits are set in the order
+                // the windows closed; the waiters it grants are woken below.
+                self.hot.pool.set_limit_deferred(new).1
+            });
+            (d, woken)
         };
+        // Never wake a task while holding a lock: a woken task may run at
+        // once on this thread and call into the limiter.
+        if let Some(woken) = woken {
+            woken.wake_all();
+        }
         if let (Some(d), Some(hook)) = (decision, &self.hook) {
             // The hook must not panic; if it does, the panic stops here so a
             // completion never fails because of an observer.
@@ -495,15 +517,17 @@ impl Limiter {
     /// limit-change hook is not called.
     pub fn reset_stats(&self) {
         let inner = &*self.inner;
-        let mut control = lock(&inner.control);
-        control.reset();
-        control.clear_window(&inner.hot.window, inner.now());
-        inner.counters.clear();
-        let limit = inner
-            .initial_limit
-            .max(inner.hot.pool.in_flight())
-            .min(inner.cfg.max_limit);
-        inner.hot.pool.set_limit(limit);
+        let woken = {
+            let mut control = lock(&inner.control);
+            control.reset(&inner.hot.window, inner.now());
+            inner.counters.clear();
+            let limit = inner
+                .initial_limit
+                .max(inner.hot.pool.in_flight())
+                .min(inner.cfg.max_limit);
+            inner.hot.pool.set_limit_deferred(limit).1
+        };
+        woken.wake_all();
     }
 
     /// Closes the limiter without waiting: every later admission fails with
@@ -581,5 +605,93 @@ impl Limiter {
 impl Default for Limiter {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(all(test, not(adaptx_loom)))]
+mod tests {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::atomic::{AtomicUsize, Ordering as StdOrdering};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use super::*;
+    use crate::clock::ManualClock;
+
+    /// A waker that checks, when woken, that the controller mutex is free:
+    /// a task woken under it may run at once on the waking thread and call
+    /// into the limiter.
+    struct CheckLocks {
+        limiter: Limiter,
+        woken: AtomicUsize,
+        under_lock: AtomicUsize,
+    }
+
+    impl Wake for CheckLocks {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &std::sync::Arc<Self>) {
+            self.woken.fetch_add(1, StdOrdering::SeqCst);
+            if self.limiter.inner().control.try_lock().is_err() {
+                self.under_lock.fetch_add(1, StdOrdering::SeqCst);
+            }
+        }
+    }
+
+    fn rig(initial: usize) -> (Limiter, ManualClock, std::sync::Arc<CheckLocks>) {
+        let clock = ManualClock::new();
+        let limiter = Limiter::builder()
+            .initial_limit(initial)
+            .warmup_samples(0)
+            .jitter(0.0)
+            .clock(clock.clone())
+            .build()
+            .expect("valid configuration");
+        let check = std::sync::Arc::new(CheckLocks {
+            limiter: limiter.clone(),
+            woken: AtomicUsize::new(0),
+            under_lock: AtomicUsize::new(0),
+        });
+        (limiter, clock, check)
+    }
+
+    #[test]
+    fn accounting_waiters_are_woken_outside_every_lock_on_growth() {
+        let (limiter, clock, check) = rig(1);
+        let held = limiter.try_acquire().expect("free");
+        let waker = Waker::from(check.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut waiting = pin!(limiter.acquire());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        // The window closes on this success and grows the limit 1 → 2,
+        // which grants the waiter.
+        clock.advance(Duration::from_secs(1));
+        held.success();
+        assert_eq!(limiter.stats().increases, 1);
+        assert!(check.woken.load(StdOrdering::SeqCst) >= 1);
+        assert_eq!(check.under_lock.load(StdOrdering::SeqCst), 0);
+        assert!(matches!(waiting.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+    }
+
+    #[test]
+    fn accounting_waiters_are_woken_outside_every_lock_on_reset() {
+        let (limiter, clock, check) = rig(2);
+        let first = limiter.try_acquire().expect("free");
+        let second = limiter.try_acquire().expect("free");
+        clock.advance(Duration::from_secs(1));
+        first.failure(); // 2 → 1
+        assert_eq!(limiter.limit(), 1);
+        let waker = Waker::from(check.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut waiting = pin!(limiter.acquire());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        // Back to the initial limit of 2: the waiter is granted.
+        limiter.reset_stats();
+        assert_eq!(check.woken.load(StdOrdering::SeqCst), 1);
+        assert_eq!(check.under_lock.load(StdOrdering::SeqCst), 0);
+        assert!(matches!(waiting.as_mut().poll(&mut cx), Poll::Ready(Ok(_))));
+        second.success();
     }
 }

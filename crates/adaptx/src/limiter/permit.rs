@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use super::{Ending, Inner};
 use crate::clock;
-use crate::defaults::MAX_SAMPLE_LATENCY;
 use crate::pool::Admission;
 use crate::sync::Arc;
 
@@ -36,10 +35,6 @@ impl Outcome {
     }
 }
 
-/// [`MAX_SAMPLE_LATENCY`] in nanoseconds.
-const MAX_SAMPLE_NANOS: u64 = 1 << 44;
-const _: () = assert!(MAX_SAMPLE_LATENCY.as_nanos() == MAX_SAMPLE_NANOS as u128);
-
 /// A borrowed or shared handle to the limiter's state.
 pub(crate) enum Holder<'a> {
     Borrowed(&'a Inner),
@@ -66,7 +61,7 @@ impl Deref for Holder<'_> {
 /// [`record_with_latency`](Permit::record_with_latency) or
 /// [`record_skipped`](Permit::record_skipped). Because each consumes the
 /// permit, an outcome is recorded at most once. A recorded latency above
-/// [`MAX_SAMPLE_LATENCY`] (about 4.9 hours) counts as that.
+/// [`MAX_SAMPLE_LATENCY`](crate::MAX_SAMPLE_LATENCY) (about 4.9 hours) counts as that.
 ///
 /// The completion that finds the sample window over runs the control law and
 /// the limit-change hook synchronously, before the permit is released (at
@@ -86,6 +81,8 @@ pub struct Permit<'a> {
     holder: Holder<'a>,
     admission: Admission,
     start: u64,
+    /// The decrease epoch at admission.
+    epoch: u64,
     done: bool,
 }
 
@@ -105,10 +102,12 @@ impl fmt::Debug for Permit<'_> {
 impl<'a> Permit<'a> {
     #[inline]
     pub(crate) fn new(holder: Holder<'a>, admission: Admission, start: u64) -> Self {
+        let epoch = holder.epoch();
         Self {
             holder,
             admission,
             start,
+            epoch,
             done: false,
         }
     }
@@ -149,11 +148,12 @@ impl<'a> Permit<'a> {
     #[inline]
     pub fn record(mut self, outcome: Outcome) {
         let now = self.holder.now();
-        let nanos = now.saturating_sub(self.start).min(MAX_SAMPLE_NANOS);
+        let nanos = clock::sample_nanos(now.saturating_sub(self.start));
         self.end(Ending::Sampled {
             outcome,
             nanos,
             now,
+            epoch: self.epoch,
         });
     }
 
@@ -163,12 +163,13 @@ impl<'a> Permit<'a> {
     /// "skip"); use [`record_skipped`](Permit::record_skipped) to skip.
     #[inline]
     pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
-        let nanos = clock::duration_nanos(latency.min(MAX_SAMPLE_LATENCY));
+        let nanos = clock::sample_nanos(clock::duration_nanos(latency));
         let now = self.holder.now();
         self.end(Ending::Sampled {
             outcome,
             nanos,
             now,
+            epoch: self.epoch,
         });
     }
 

@@ -18,12 +18,11 @@ use std::pin::pin;
 use std::sync::Arc as StdArc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use ::loom::model::Builder;
 use ::loom::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use ::loom::thread;
 
 use super::{Admission, GRANTED, Pool, PoolClosed, TryFail, WAITERS, Waiter};
-use crate::sync::{Arc, Ordering, lock};
+use crate::sync::{Arc, Ordering, lock, loom_model as model};
 
 /// A waker that unparks a loom thread.
 struct Unpark(thread::Thread);
@@ -51,16 +50,6 @@ fn block_on<F: Future>(fut: F) -> F::Output {
         }
         thread::park();
     }
-}
-
-/// Runs `f` under loom with a bounded number of preemptions.
-fn model<F>(f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut b = Builder::new();
-    b.preemption_bound = Some(3);
-    b.check(f);
 }
 
 /// The accounting invariant and the `WAITERS` invariant of a quiescent pool.

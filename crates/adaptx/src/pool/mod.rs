@@ -141,6 +141,27 @@ impl Waiter {
     }
 }
 
+/// Waiters granted a permit by a change of the limit, to be woken once the
+/// caller holds no lock. Dropping it wakes them too, so none is ever lost.
+#[derive(Debug)]
+#[must_use = "granted waiters must be woken"]
+pub(crate) struct Woken(Vec<Waker>);
+
+impl Woken {
+    /// Wakes every granted waiter.
+    pub(crate) fn wake_all(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Woken {
+    fn drop(&mut self) {
+        for w in self.0.drain(..) {
+            w.wake();
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Queue {
     waiters: VecDeque<Arc<Waiter>>,
@@ -421,10 +442,22 @@ impl Pool {
 
     /// Sets the live limit (clamped to [`MAX_PERMITS`]); returns the old
     /// one. Growth hands new permits to queued waiters first; a shrink below
-    /// `in_flight` becomes debt that releases pay.
+    /// `in_flight` becomes debt that releases pay. Wakes the waiters it
+    /// granted before returning.
+    #[cfg(test)]
     pub(crate) fn set_limit(&self, limit: usize) -> usize {
+        let (old, woken) = self.set_limit_deferred(limit);
+        woken.wake_all();
+        old
+    }
+
+    /// [`set_limit`](Pool::set_limit) without the wake-ups: returns the old
+    /// limit and the waiters granted a permit, for the caller to wake once it
+    /// holds no lock (a woken task may run at once, on this thread, and take
+    /// the caller's locks).
+    pub(crate) fn set_limit_deferred(&self, limit: usize) -> (usize, Woken) {
         let limit = limit.min(MAX_PERMITS);
-        let mut woken = Vec::new();
+        let mut woken = Woken(Vec::new());
         let old;
         {
             let mut q = lock(&self.queue);
@@ -439,7 +472,7 @@ impl Pool {
                     };
                     if let Some(waker) = w.finish(GRANTED, next) {
                         next += 1;
-                        woken.extend(waker);
+                        woken.0.extend(waker);
                     }
                 }
                 if q.waiters.is_empty() {
@@ -463,10 +496,7 @@ impl Pool {
                 }
             }
         }
-        for w in woken {
-            w.wake();
-        }
-        old
+        (old, woken)
     }
 
     /// Closes the pool: no admission succeeds afterwards and every queued

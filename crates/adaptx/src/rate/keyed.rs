@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use super::bucket::Bucket;
 use super::engine::Core;
 use super::{RateLimited, RatePermit, RateStats, lock};
-use crate::window::Padded;
+use crate::sync::Padded;
 
 /// Number of shards of the key table.
 const SHARDS: usize = 16;

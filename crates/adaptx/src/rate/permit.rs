@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::engine::Core;
-use crate::clock::duration_nanos;
+use crate::clock::{duration_nanos, sample_nanos};
 use crate::limiter::Outcome;
 
 /// An admitted request of a [`RateLimiter`](crate::RateLimiter) or
@@ -100,13 +100,16 @@ impl RatePermit {
     /// Records `outcome`, with the latency measured from admission.
     pub fn record(mut self, outcome: Outcome) {
         let now = self.core.now();
-        self.end(outcome, now.saturating_sub(self.start), now);
+        self.end(outcome, sample_nanos(now.saturating_sub(self.start)), now);
     }
 
-    /// Records `outcome` with a latency the caller measured.
+    /// Records `outcome` with a latency the caller measured. A latency above
+    /// [`MAX_SAMPLE_LATENCY`](crate::MAX_SAMPLE_LATENCY) (about 4.9 hours)
+    /// counts as that, as for [`Permit`](crate::Permit), so the interval's
+    /// latency sum cannot wrap.
     pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
         let now = self.core.now();
-        self.end(outcome, duration_nanos(latency), now);
+        self.end(outcome, sample_nanos(duration_nanos(latency)), now);
     }
 
     fn end(&mut self, outcome: Outcome, latency: u64, now: u64) {

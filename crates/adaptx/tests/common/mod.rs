@@ -133,3 +133,41 @@ impl std::fmt::Display for Sentinel {
 }
 
 impl std::error::Error for Sentinel {}
+
+/// A tiny deterministic RNG (splitmix64).
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xdead_beef_cafe_f00d)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// Uniform in `lo..hi`.
+    pub fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo)
+    }
+
+    /// True with probability `pct` %.
+    pub fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+
+    /// Exponential with mean `mean` (at least 1).
+    pub fn exponential(&mut self, mean: f64) -> u64 {
+        let u = ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        ((-u.ln() * mean) as u64).max(1)
+    }
+}
