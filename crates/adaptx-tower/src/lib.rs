@@ -19,14 +19,14 @@ mod concurrency;
 mod error;
 mod rate;
 
-pub use classify::{Classify, HttpClassifier, ResultClassifier, Verdict};
+pub use classify::{Answered, Classify, HttpClassifier, ResultClassifier, Verdict};
 pub use concurrency::{
     AdaptiveConcurrency, AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyAtBodyEndLayer,
     AdaptiveConcurrencyClient, AdaptiveConcurrencyClientLayer, AdaptiveConcurrencyLayer,
     BodyResponseFuture, ClientResponseFuture, DEFAULT_REJECTION_STATUS, DEFAULT_RETRY_AFTER_SECS,
-    PermitBody, ResponseFuture,
+    DEFAULT_TIMEOUT_STATUS, PermitBody, ResponseFuture,
 };
-pub use error::{BoxError, LimiterClosed};
+pub use error::{BoxError, Elapsed, LimiterClosed};
 pub use rate::{
     AdaptiveRateLimit, AdaptiveRateLimitLayer, ClientIp, CurrentRate, DefaultRejection, HeaderKey,
     KeyExtractor, Keyed, NoSkip, OnRateLimited, RateLimitFuture, RateSource, SkipRequest,
