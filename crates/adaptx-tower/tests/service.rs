@@ -58,6 +58,8 @@ fn bounds() {
     >();
     send_sync::<RateLimitFuture<Fut, Body, HttpClassifier>>();
     send_sync::<LimiterClosed>();
+    send_sync::<adaptx_tower::Elapsed>();
+    send_sync::<adaptx_tower::Answered>();
 }
 
 // ---- client side ----
