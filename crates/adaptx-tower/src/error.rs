@@ -27,3 +27,28 @@ impl fmt::Display for LimiterClosed {
 }
 
 impl std::error::Error for LimiterClosed {}
+
+/// The client-side layer's timeout ran out before the inner service
+/// answered.
+///
+/// Returned (boxed) by
+/// [`ClientResponseFuture`](crate::ClientResponseFuture) when
+/// [`timeout`](crate::AdaptiveConcurrencyClientLayer::timeout) is set; the
+/// request is recorded as a failure. Server-side layers answer with a
+/// `504` instead.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Elapsed(());
+
+impl Elapsed {
+    pub(crate) fn new() -> Self {
+        Self(())
+    }
+}
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("request timed out holding a concurrency permit")
+    }
+}
+
+impl std::error::Error for Elapsed {}

@@ -9,9 +9,15 @@
 //! | [`AdaptiveRateLimitLayer`] | [`adaptx::RateLimiter`] or [`adaptx::KeyedRateLimiter`] | `429` + `Retry-After`, `X-RateLimit-*` headers |
 //!
 //! Server-side layers answer with a response rather than an error, so an
-//! axum `Router` (whose services are `Infallible`) takes them as they are.
-//! A [`Classify`] implementation decides what each response says about the
-//! backend's capacity; [`HttpClassifier`] is the HTTP default.
+//! axum `Router` (whose services are `Infallible`) takes them as they are,
+//! and mark the answers they make themselves ([`Answered`]) so that no
+//! adaptx layer takes another's rejection for overload. A [`Classify`]
+//! implementation decides what each response says about the backend's
+//! capacity; [`HttpClassifier`] is the HTTP default: only 503, 504, 408, an
+//! upstream's 429 and errors are overload, other 5xx are counted without
+//! moving the limit. Both concurrency layers can time a request out
+//! *inside* its permit (`timeout`) and count one cancelled late as a
+//! failure (`drop_deadline`), so a hung backend lowers the limit.
 #![forbid(unsafe_code)]
 
 mod classify;
@@ -19,14 +25,14 @@ mod concurrency;
 mod error;
 mod rate;
 
-pub use classify::{Classify, HttpClassifier, ResultClassifier, Verdict};
+pub use classify::{Answered, Classify, HttpClassifier, ResultClassifier, Verdict};
 pub use concurrency::{
     AdaptiveConcurrency, AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyAtBodyEndLayer,
     AdaptiveConcurrencyClient, AdaptiveConcurrencyClientLayer, AdaptiveConcurrencyLayer,
     BodyResponseFuture, ClientResponseFuture, DEFAULT_REJECTION_STATUS, DEFAULT_RETRY_AFTER_SECS,
-    PermitBody, ResponseFuture,
+    DEFAULT_TIMEOUT_STATUS, PermitBody, ResponseFuture,
 };
-pub use error::{BoxError, LimiterClosed};
+pub use error::{BoxError, Elapsed, LimiterClosed};
 pub use rate::{
     AdaptiveRateLimit, AdaptiveRateLimitLayer, ClientIp, CurrentRate, DefaultRejection, HeaderKey,
     KeyExtractor, Keyed, NoSkip, OnRateLimited, RateLimitFuture, RateSource, SkipRequest,

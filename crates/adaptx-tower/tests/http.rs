@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use adaptx::{Limiter, RateLimiter};
+use adaptx::{Limiter, ManualClock, RateLimiter};
 use adaptx_tower::{AdaptiveConcurrencyLayer, AdaptiveRateLimitLayer, ClientIp};
 use axum::Router;
 use axum::extract::State;
@@ -18,11 +18,15 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use tokio::time::Instant;
 
+mod common;
+
+use common::{adaptive, fixed_on, rate_on};
+
 /// The backend the test steers.
 #[derive(Default)]
 struct Backend {
     delay_ms: AtomicU64,
-    /// Fail this many requests of every 100.
+    /// Fail this many requests of every 100, with a 503 (overloaded).
     fail_pct: AtomicU64,
     seq: AtomicU64,
     current: AtomicUsize,
@@ -54,7 +58,7 @@ async fn handler(State(b): State<Arc<Backend>>, uri: axum::http::Uri) -> StatusC
     b.finished.fetch_add(1, Ordering::SeqCst);
     let n = b.seq.fetch_add(1, Ordering::SeqCst);
     if n % 100 < b.fail_pct.load(Ordering::SeqCst) {
-        StatusCode::INTERNAL_SERVER_ERROR
+        StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
     }
@@ -90,7 +94,7 @@ fn app(backend: &Arc<Backend>) -> Router<()> {
 }
 
 /// `workers` tasks send requests back to back for `dur`; returns
-/// (ok, 5xx from the handler, 503 from the layer).
+/// (ok, failures from the handler, 503 from the layer: with `Retry-After`).
 async fn load(url: &str, workers: usize, dur: Duration) -> (u64, u64, u64) {
     let client = client();
     let end = Instant::now() + dur;
@@ -104,7 +108,7 @@ async fn load(url: &str, workers: usize, dur: Duration) -> (u64, u64, u64) {
                 let res = client.get(&url).send().await.expect("send");
                 match res.status().as_u16() {
                     200 => ok += 1,
-                    503 => {
+                    503 if res.headers().contains_key("retry-after") => {
                         assert_eq!(res.headers()["retry-after"], "1");
                         shed += 1;
                         // A well-behaved client backs off a little.
@@ -393,7 +397,7 @@ async fn rate_limit_cuts_by_a_fifth_when_the_handler_fails() {
     let end = Instant::now() + Duration::from_millis(450);
     while Instant::now() < end {
         let res = client.get(&url).send().await.expect("send");
-        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
         let limit: u64 = res.headers()["x-ratelimit-limit"]
             .to_str()
             .expect("ascii")
@@ -410,4 +414,127 @@ async fn rate_limit_cuts_by_a_fifth_when_the_handler_fails() {
         assert_eq!(w[1], w[0] * 8 / 10, "{seen:?}");
     }
     assert_eq!(limiter.current_rate(), *seen.last().expect("seen"));
+}
+
+// ---- issue #8, point 5: a layer's own rejections are not overload ----
+
+/// Concurrency outside rate: the rate layer sheds most requests with 429
+/// while the backend never fails; those 429s pass through the concurrency
+/// layer, whose limit must not fall (they say nothing about the backend).
+/// The limiters run on a manual clock the test advances, so the windows
+/// close where the test says; the requests are real loopback HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_rejections_are_not_overload_concurrency_outside() {
+    let backend = Arc::new(Backend::default());
+    let clock = ManualClock::new();
+    let limiter = adaptive(clock.clone(), 10);
+    let rate = rate_on(clock.clone(), 20).build_keyed().expect("valid");
+    let app = app(&backend)
+        .layer(AdaptiveRateLimitLayer::keyed(rate.clone(), ClientIp))
+        .layer(AdaptiveConcurrencyLayer::server(limiter.clone()));
+    let url = serve(app).await;
+    let client = client();
+    let (mut ok, mut limited) = (0u64, 0u64);
+    for _second in 0..4 {
+        for _ in 0..60 {
+            let res = client.get(&url).send().await.expect("send");
+            match res.status() {
+                StatusCode::OK => ok += 1,
+                StatusCode::TOO_MANY_REQUESTS => limited += 1,
+                s => panic!("unexpected {s}"),
+            }
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    // One more request closes the last window.
+    client.get(&url).send().await.expect("send");
+    assert!(limited >= 100 && ok >= 40, "ok {ok} limited {limited}");
+    assert_eq!(backend.finished.load(Ordering::SeqCst), ok + 1);
+    let s = limiter.stats();
+    assert_eq!(s.failures, 0, "{s:?}");
+    assert_eq!(s.decreases, 0, "{s:?}");
+    assert!(limiter.limit() >= 10, "{s:?}");
+}
+
+/// Rate outside concurrency (the README's order): the concurrency layer
+/// sheds most requests with 503 while the backend never fails; the rate
+/// layer sees those 503s and must not cut its rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_rejections_are_not_overload_rate_outside() {
+    let backend = Arc::new(Backend::default());
+    let clock = ManualClock::new();
+    let limiter = fixed_on(clock.clone(), 2);
+    let rate = rate_on(clock.clone(), 100).build_keyed().expect("valid");
+    let app = app(&backend)
+        .layer(AdaptiveConcurrencyLayer::server(limiter.clone()))
+        .layer(AdaptiveRateLimitLayer::keyed(rate.clone(), ClientIp));
+    let url = serve(app).await;
+    let client = client();
+    let (mut ok, mut shed) = (0u64, 0u64);
+    for _second in 0..3 {
+        // 30 at once against a limit of 2: the two admitted hold their
+        // permits for 200 ms (wall time) while the rest are shed.
+        let tasks: Vec<_> = (0..30)
+            .map(|_| {
+                let (client, url) = (client.clone(), format!("{url}?ms=200"));
+                tokio::spawn(async move { client.get(&url).send().await })
+            })
+            .collect();
+        for t in tasks {
+            match t.await.expect("join").expect("send").status() {
+                StatusCode::OK => ok += 1,
+                StatusCode::SERVICE_UNAVAILABLE => shed += 1,
+                s => panic!("unexpected {s}"),
+            }
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    // One more request closes the last interval.
+    client.get(&url).send().await.expect("send");
+    assert!(shed >= 30 && ok >= 6, "ok {ok} shed {shed}");
+    assert_eq!(backend.finished.load(Ordering::SeqCst), ok + 1);
+    let r = rate.stats();
+    assert_eq!(r.failures, 0, "{r:?}");
+    assert_eq!(r.decreases, 0, "{r:?}");
+    assert!(rate.current_rate() >= 100, "{r:?}");
+}
+
+// ---- issue #8, point 4: a request counts as rejected at most once ----
+
+/// Many clients against a small limit with a queue: each request is either
+/// served (some after queueing) or answered 503 after its wait, and the
+/// limiter's `rejected` equals the 503s the clients received.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_counts_a_queued_request_once_over_http() {
+    let backend = Arc::new(Backend::default());
+    let limiter = Limiter::builder()
+        .initial_limit(2)
+        .min_limit(2)
+        .max_limit(2)
+        .build()
+        .expect("valid");
+    let layer =
+        AdaptiveConcurrencyLayer::server(limiter.clone()).queue_timeout(Duration::from_millis(150));
+    let url = serve(app(&backend).layer(layer)).await;
+    let client = client();
+    let tasks: Vec<_> = (0..40)
+        .map(|_| {
+            let (client, url) = (client.clone(), format!("{url}?ms=100"));
+            tokio::spawn(async move { client.get(&url).send().await })
+        })
+        .collect();
+    let (mut ok, mut unavailable) = (0u64, 0u64);
+    for t in tasks {
+        match t.await.expect("join").expect("send").status() {
+            StatusCode::OK => ok += 1,
+            StatusCode::SERVICE_UNAVAILABLE => unavailable += 1,
+            s => panic!("unexpected {s}"),
+        }
+    }
+    // Two at once for 100 ms each, waits of 150 ms: some are served after
+    // queueing, most give up.
+    assert!(ok >= 2 && unavailable >= 10, "ok {ok} 503 {unavailable}");
+    let s = limiter.stats();
+    assert_eq!(s.success, ok, "{s:?}");
+    assert_eq!(s.rejected, unavailable, "{s:?}");
 }

@@ -1,7 +1,8 @@
 //! A soak test: both layers on real loopback HTTP under sustained load.
 //!
 //! An axum server on 127.0.0.1:0 behind `AdaptiveRateLimitLayer` (keyed by
-//! client IP, a rate high enough to bind little) and
+//! client IP, a rate high enough to bind little, free to move from 10/s to
+//! 20 000/s) and
 //! `AdaptiveConcurrencyLayer::server` (Gradient, 50 ms windows), driven by
 //! 64 concurrent connections: warm-ups of 2 000 and 14 000 requests, then
 //! 20 000 in two equal halves, the handler 5 ms in the first and 25 ms in
@@ -11,6 +12,7 @@
 //!
 //! Checked: no permit leaks (in-flight returns to 0 and the counters add
 //! up), nothing but 200, 429 and 503 (each rejection with `Retry-After`),
+//! the concurrency layer's 503s never cutting the rate,
 //! resident memory flat across the run, and the limit backing off when the
 //! handler slows down. About 10-15 s in a debug build on 2 cores.
 
@@ -250,13 +252,16 @@ async fn soak_both_layers_under_load_with_aborts_and_a_slowdown() {
         .jitter(0.0)
         .build()
         .expect("valid");
-    // 503s from the concurrency layer count as failures for the rate
-    // limiter, which then cuts its rate by a fifth per interval down to its
-    // floor: 10 000/s, above what this load reaches in a debug build (about
-    // 2 500-4 000 requests/s on 2 cores), so 429s are rare.
+    // Realistic bounds: the rate may roam from 10/s to 20 000/s. The
+    // concurrency layer's 503s are its own answers, which the rate layer
+    // skips, and the handler never fails or comes near the 100 ms latency
+    // target, so the rate has no reason to fall (it starts above what this
+    // load reaches in a debug build, about 2 500-4 000 requests/s on 2
+    // cores, so 429s are rare). Were the 503s taken for the backend's, the
+    // rate would be cut by a fifth per 100 ms interval.
     let rate = RateLimiter::builder()
-        .initial_rate(20_000)
-        .min_rate(10_000)
+        .initial_rate(10_000)
+        .min_rate(10)
         .max_rate(20_000)
         .adjust_interval(Duration::from_millis(100))
         .build_keyed()
@@ -339,6 +344,13 @@ async fn soak_both_layers_under_load_with_aborts_and_a_slowdown() {
         fast_wall,
         slow_wall,
     );
+
+    // The concurrency layer's 503s are no feedback for the rate limiter
+    // outside it: no failure, no cut.
+    let r = rate.stats();
+    assert_eq!(r.failures, 0, "{r:?}");
+    assert_eq!(r.decreases, 0, "{r:?}");
+    assert!(r.dropped >= all.unavailable, "{r:?} {all:?}");
 
     // No leaked permit: everything admitted was recorded or dropped.
     assert_eq!(limiter.in_flight(), 0, "{s:?}");

@@ -2,11 +2,11 @@ use std::fmt;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use adaptx::OwnedPermit;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::classify::{Verdict, finish_permit};
+use super::lease::Lease;
+use crate::classify::Verdict;
 
 pin_project! {
     /// A response body that holds the request's concurrency permit until the
@@ -23,7 +23,7 @@ pin_project! {
     /// |---|---|
     /// | reports its end (`poll_frame` gives `None`, or `is_end_stream` after a frame or when empty) | records the head's verdict |
     /// | yields an error | records a failure |
-    /// | is dropped before its end (the client went away) | released, counted as dropped |
+    /// | is dropped before its end (the client went away) | released, counted as dropped (a failure past the layer's [`drop_deadline`](crate::AdaptiveConcurrencyLayer::drop_deadline)) |
     ///
     /// Rejections carry a `PermitBody` without a permit. Data, errors,
     /// [`is_end_stream`](Body::is_end_stream) and
@@ -31,24 +31,21 @@ pin_project! {
     pub struct PermitBody<B> {
         #[pin]
         inner: B,
-        permit: Option<OwnedPermit>,
+        lease: Lease,
         verdict: Verdict,
     }
 }
 
 impl<B: Body> PermitBody<B> {
-    /// `inner`, holding `permit` until its end; an already empty body
+    /// `inner`, holding `lease` until its end; an already empty body
     /// records `verdict` at once, since a server will not poll it.
-    pub(crate) fn new(inner: B, permit: OwnedPermit, verdict: Verdict) -> Self {
-        let permit = if inner.is_end_stream() {
-            finish_permit(permit, verdict);
-            None
-        } else {
-            Some(permit)
-        };
+    pub(crate) fn new(inner: B, mut lease: Lease, verdict: Verdict) -> Self {
+        if inner.is_end_stream() {
+            lease.take().finish(verdict);
+        }
         Self {
             inner,
-            permit,
+            lease,
             verdict,
         }
     }
@@ -59,7 +56,7 @@ impl<B> PermitBody<B> {
     pub(crate) fn without_permit(inner: B) -> Self {
         Self {
             inner,
-            permit: None,
+            lease: Lease::empty(),
             verdict: Verdict::Skip,
         }
     }
@@ -71,7 +68,7 @@ impl<B> PermitBody<B> {
 
     /// Whether the body still holds its permit (its end has not been seen).
     pub fn holds_permit(&self) -> bool {
-        self.permit.is_some()
+        self.lease.is_held()
     }
 }
 
@@ -84,7 +81,7 @@ impl<B: Default> Default for PermitBody<B> {
 impl<B> fmt::Debug for PermitBody<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PermitBody")
-            .field("permit", &self.permit)
+            .field("lease", &self.lease)
             .field("verdict", &self.verdict)
             .finish_non_exhaustive()
     }
@@ -108,7 +105,7 @@ impl<B: Body> Body for PermitBody<B> {
             Some(Err(_)) => Some(Verdict::Failure),
         };
         if let Some(verdict) = ending {
-            finish(this.permit, verdict);
+            this.lease.take().finish(verdict);
         }
         Poll::Ready(frame)
     }
@@ -121,12 +118,5 @@ impl<B: Body> Body for PermitBody<B> {
     #[inline]
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
-    }
-}
-
-/// Ends the permit, if still held, with `verdict`.
-fn finish(permit: &mut Option<OwnedPermit>, verdict: Verdict) {
-    if let Some(permit) = permit.take() {
-        finish_permit(permit, verdict);
     }
 }

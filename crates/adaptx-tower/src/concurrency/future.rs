@@ -11,14 +11,16 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use super::ServerConfig;
 use super::body::PermitBody;
-use crate::classify::{Classify, finish_permit};
-use crate::error::BoxError;
+use super::lease::Lease;
+use super::{Deadlines, ServerConfig};
+use crate::classify::{Answered, Classify, Verdict, classify_http};
+use crate::error::{BoxError, Elapsed};
 
 pin_project! {
     /// The admission of one server-side request: a permit at once, a bounded
-    /// wait in the limiter's queue, or a rejection; then the inner call.
+    /// wait in the limiter's queue, or a rejection; then the inner call,
+    /// under the layer's timeout if it has one.
     ///
     /// Shared by [`ResponseFuture`] and [`BodyResponseFuture`], which differ
     /// only in where the permit ends.
@@ -28,6 +30,7 @@ pin_project! {
     {
         #[pin]
         state: State<S, Req>,
+        deadlines: Deadlines,
     }
 }
 
@@ -46,7 +49,9 @@ pin_project! {
         Running {
             #[pin]
             future: S::Future,
-            permit: Option<OwnedPermit>,
+            #[pin]
+            timer: Option<Sleep>,
+            lease: Lease,
         },
         Rejected,
         Done,
@@ -56,21 +61,20 @@ pin_project! {
 /// How an [`Admit`] ended.
 pub(super) enum Admitted<T, E> {
     /// The inner service answered while holding the permit.
-    Ran(Result<T, E>, Option<OwnedPermit>),
-    /// No permit: answer with the rejection response.
-    Rejected,
+    Ran(Result<T, E>, Lease),
+    /// The layer answers itself: no permit, or the timeout ran out (its
+    /// failure is already recorded).
+    Answer(Answered),
 }
 
 impl<S, Req> Admit<S, Req>
 where
     S: Service<Req>,
 {
-    pub(super) fn running(future: S::Future, permit: OwnedPermit) -> Self {
+    pub(super) fn running(future: S::Future, permit: OwnedPermit, deadlines: Deadlines) -> Self {
         Self {
-            state: State::Running {
-                future,
-                permit: Some(permit),
-            },
+            state: State::running(future, permit, deadlines),
+            deadlines,
         }
     }
 
@@ -79,6 +83,7 @@ where
         req: Req,
         acquire: Acquire<'static>,
         timeout: Duration,
+        deadlines: Deadlines,
     ) -> Self {
         Self {
             state: State::Queued {
@@ -86,12 +91,14 @@ where
                 acquire,
                 call: Some((service, req)),
             },
+            deadlines,
         }
     }
 
     pub(super) fn rejected() -> Self {
         Self {
             state: State::Rejected,
+            deadlines: Deadlines::default(),
         }
     }
 
@@ -108,7 +115,8 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Admitted<S::Response, S::Error>> {
-        let mut state = self.project().state;
+        let this = self.project();
+        let mut state = this.state;
         loop {
             match state.as_mut().project() {
                 StateProj::Queued {
@@ -122,10 +130,7 @@ where
                             continue;
                         };
                         let future = service.call(req);
-                        state.set(State::Running {
-                            future,
-                            permit: Some(permit),
-                        });
+                        state.set(State::running(future, permit, *this.deadlines));
                     }
                     // Closed while queued: reject like a full limiter.
                     Poll::Ready(Err(_)) => state.set(State::Rejected),
@@ -134,15 +139,31 @@ where
                         state.set(State::Rejected);
                     }
                 },
-                StateProj::Running { future, permit } => {
-                    let result = ready!(future.poll(cx));
-                    let permit = permit.take();
+                StateProj::Running {
+                    future,
+                    timer,
+                    lease,
+                } => {
+                    // The response wins a tie with the timer.
+                    if let Poll::Ready(result) = future.poll(cx) {
+                        let lease = lease.take();
+                        state.set(State::Done);
+                        return Poll::Ready(Admitted::Ran(result, lease));
+                    }
+                    match timer.as_pin_mut() {
+                        Some(timer) => ready!(timer.poll(cx)),
+                        None => return Poll::Pending,
+                    }
+                    // The inner call goes first, then its permit, as a
+                    // failure: the backend did not answer in time.
+                    let lease = lease.take();
                     state.set(State::Done);
-                    return Poll::Ready(Admitted::Ran(result, permit));
+                    lease.finish(Verdict::Failure);
+                    return Poll::Ready(Admitted::Answer(Answered::TimedOut));
                 }
                 StateProj::Rejected => {
                     state.set(State::Done);
-                    return Poll::Ready(Admitted::Rejected);
+                    return Poll::Ready(Admitted::Answer(Answered::ConcurrencyShed));
                 }
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             }
@@ -150,16 +171,32 @@ where
     }
 }
 
+impl<S, Req> State<S, Req>
+where
+    S: Service<Req>,
+{
+    /// The inner call holding `permit`, its timer started now.
+    fn running(future: S::Future, permit: OwnedPermit, deadlines: Deadlines) -> Self {
+        State::Running {
+            future,
+            timer: deadlines.timer(),
+            lease: Lease::new(permit, deadlines.drop_deadline),
+        }
+    }
+}
+
 pin_project! {
     /// The response future of [`AdaptiveConcurrency`](crate::AdaptiveConcurrency).
     ///
-    /// Holds the request's permit until the inner response is ready.
+    /// Holds the request's permit until the inner response is ready (or
+    /// the layer's timeout runs out).
     ///
     /// # Cancel safety
     ///
     /// Dropping it (a client that disconnects) drops the inner future and
-    /// releases the permit, recorded as dropped; a queued request gives up
-    /// its place in line.
+    /// releases the permit, recorded as dropped (or as a failure past the
+    /// layer's [`drop_deadline`](crate::AdaptiveConcurrencyLayer::drop_deadline));
+    /// a queued request gives up its place in line.
     pub struct ResponseFuture<S, Req, C>
     where
         S: Service<Req>,
@@ -206,13 +243,11 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         Poll::Ready(match ready!(this.admit.poll_admit(cx)) {
-            Admitted::Ran(result, permit) => {
-                if let Some(permit) = permit {
-                    finish_permit(permit, this.classifier.classify(result.as_ref()));
-                }
+            Admitted::Ran(result, lease) => {
+                lease.finish(classify_http(this.classifier, result.as_ref()));
                 result
             }
-            Admitted::Rejected => Ok(this.config.reject()),
+            Admitted::Answer(mark) => Ok(this.config.answer(mark)),
         })
     }
 }
@@ -228,8 +263,9 @@ pin_project! {
     /// # Cancel safety
     ///
     /// Dropping it (a client that disconnects) drops the inner future and
-    /// releases the permit, recorded as dropped; a queued request gives up
-    /// its place in line.
+    /// releases the permit, recorded as dropped (or as a failure past the
+    /// layer's [`drop_deadline`](crate::AdaptiveConcurrencyLayer::drop_deadline));
+    /// a queued request gives up its place in line.
     pub struct BodyResponseFuture<S, Req, C>
     where
         S: Service<Req>,
@@ -276,22 +312,20 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         Poll::Ready(match ready!(this.admit.poll_admit(cx)) {
-            Admitted::Ran(result, permit) => {
-                let verdict = this.classifier.classify(result.as_ref());
-                match (result, permit) {
-                    (Ok(res), Some(permit)) => {
-                        Ok(res.map(|body| PermitBody::new(body, permit, verdict)))
-                    }
-                    (Ok(res), None) => Ok(res.map(PermitBody::without_permit)),
-                    (Err(e), permit) => {
-                        if let Some(permit) = permit {
-                            finish_permit(permit, verdict);
-                        }
+            Admitted::Ran(result, lease) => {
+                let verdict = classify_http(this.classifier, result.as_ref());
+                match result {
+                    Ok(res) => Ok(res.map(|body| PermitBody::new(body, lease, verdict))),
+                    Err(e) => {
+                        lease.finish(verdict);
                         Err(e)
                     }
                 }
             }
-            Admitted::Rejected => Ok(this.config.reject::<B>().map(PermitBody::without_permit)),
+            Admitted::Answer(mark) => Ok(this
+                .config
+                .answer::<B>(mark)
+                .map(PermitBody::without_permit)),
         })
     }
 }
@@ -300,26 +334,39 @@ pin_project! {
     /// The response future of
     /// [`AdaptiveConcurrencyClient`](crate::AdaptiveConcurrencyClient).
     ///
-    /// Holds the request's permit until the inner future completes, then
-    /// records the classifier's verdict with the latency from admission.
+    /// Holds the request's permit until the inner future completes (or the
+    /// layer's timeout runs out), then records the classifier's verdict
+    /// with the latency from `call`.
+    ///
+    /// # Errors
+    ///
+    /// The inner service's error, boxed, or [`Elapsed`] when the layer's
+    /// [`timeout`](crate::AdaptiveConcurrencyClientLayer::timeout) runs out
+    /// (recorded as a failure).
     ///
     /// # Cancel safety
     ///
     /// Dropping it drops the inner future and releases the permit, recorded
-    /// as dropped.
+    /// as dropped (or as a failure past the layer's
+    /// [`drop_deadline`](crate::AdaptiveConcurrencyClientLayer::drop_deadline)).
     pub struct ClientResponseFuture<F, C> {
         #[pin]
         future: F,
-        permit: Option<OwnedPermit>,
+        #[pin]
+        timer: Option<Sleep>,
+        lease: Lease,
         classifier: C,
     }
 }
 
 impl<F, C> ClientResponseFuture<F, C> {
-    pub(super) fn new(future: F, permit: OwnedPermit, classifier: C) -> Self {
+    /// The call's future; its latency and timer start now, at `call`, not
+    /// when `poll_ready` took the permit.
+    pub(super) fn new(future: F, permit: OwnedPermit, classifier: C, deadlines: Deadlines) -> Self {
         Self {
             future,
-            permit: Some(permit),
+            timer: deadlines.timer(),
+            lease: Lease::starting_now(permit, deadlines.drop_deadline),
             classifier,
         }
     }
@@ -328,7 +375,7 @@ impl<F, C> ClientResponseFuture<F, C> {
 impl<F, C> fmt::Debug for ClientResponseFuture<F, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ClientResponseFuture")
-            .field("permit", &self.permit)
+            .field("lease", &self.lease)
             .finish_non_exhaustive()
     }
 }
@@ -343,10 +390,18 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let result = ready!(this.future.poll(cx));
-        if let Some(permit) = this.permit.take() {
-            finish_permit(permit, this.classifier.classify(result.as_ref()));
-        }
+        // The response wins a tie with the timer.
+        let Poll::Ready(result) = this.future.poll(cx) else {
+            match this.timer.as_pin_mut() {
+                Some(timer) => ready!(timer.poll(cx)),
+                None => return Poll::Pending,
+            }
+            this.lease.take().finish(Verdict::Failure);
+            return Poll::Ready(Err(Elapsed::new().into()));
+        };
+        this.lease
+            .take()
+            .finish(this.classifier.classify(result.as_ref()));
         Poll::Ready(result.map_err(Into::into))
     }
 }

@@ -4,10 +4,10 @@ use adaptx::Limiter;
 use http::StatusCode;
 use tower_layer::Layer;
 
-use super::ServerConfig;
 use super::service::{
     AdaptiveConcurrency, AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyClient,
 };
+use super::{Deadlines, ServerConfig};
 use crate::classify::{HttpClassifier, ResultClassifier};
 
 /// Applies adaptive concurrency limiting to an HTTP server: requests beyond
@@ -23,7 +23,20 @@ use crate::classify::{HttpClassifier, ResultClassifier};
 ///
 /// The service's error type is the inner service's: a rejection is a
 /// response, so the layer fits axum, whose services are `Infallible`. A
-/// closed limiter rejects every request the same way.
+/// closed limiter rejects every request the same way. The layer's own
+/// answers carry an [`Answered`](crate::Answered) mark, so no adaptx layer
+/// outside takes them for the backend's.
+///
+/// # Timeouts
+///
+/// A timeout *outside* this layer (tower-http's `TimeoutLayer` wrapping it,
+/// hyper's header timeout) cancels the request: its permit is released as
+/// dropped, and the limiter learns nothing from a hung backend. Give the
+/// layer its own [`timeout`](Self::timeout), which runs inside the permit
+/// and records a failure, or put the outer timeout *inside* the layer (its
+/// 408/503/504 or error is then classified as overload). Past
+/// [`drop_deadline`](Self::drop_deadline), a request cancelled from outside
+/// counts as a failure too.
 ///
 /// For a client (an outgoing call), use
 /// [`AdaptiveConcurrencyClientLayer`], which waits for a permit instead.
@@ -113,6 +126,75 @@ impl<C> AdaptiveConcurrencyLayer<C> {
         self
     }
 
+    /// Runs the inner service for at most `timeout` once the request holds
+    /// its permit (the queue wait is not counted); past it, the inner call
+    /// is dropped, the request is recorded as a **failure** (the backend is
+    /// too slow: overload), and the layer answers with
+    /// [`timeout_status`](Self::timeout_status) (`504`), `Retry-After`, and
+    /// the mark [`Answered::TimedOut`](crate::Answered::TimedOut), which
+    /// adaptx layers outside count as a failure as well. Default: no
+    /// timeout.
+    ///
+    /// In axum the inner call reads the request body, so the timeout also
+    /// bounds slow uploads. It covers the response head; with
+    /// [`record_at_body_end`](Self::record_at_body_end) the body is
+    /// bounded by [`drop_deadline`](Self::drop_deadline) only.
+    ///
+    /// # Panics
+    ///
+    /// Requests panic outside a tokio runtime with the time driver enabled.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+    /// use adaptx::Limiter;
+    /// use adaptx_tower::{AdaptiveConcurrencyLayer, Answered};
+    /// use http::{Request, Response, StatusCode};
+    /// use std::time::Duration;
+    /// use tower::{Layer, ServiceExt, service_fn};
+    ///
+    /// let limiter = Limiter::builder().initial_limit(4).build()?;
+    /// let hung = service_fn(|_req: Request<()>| std::future::pending::<Result<Response<()>, std::convert::Infallible>>());
+    /// let svc = AdaptiveConcurrencyLayer::server(limiter.clone())
+    ///     .timeout(Duration::from_secs(2))
+    ///     .layer(hung);
+    /// let res = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
+    /// assert_eq!(res.extensions().get::<Answered>(), Some(&Answered::TimedOut));
+    /// assert_eq!(limiter.stats().failures, 1);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.config.deadlines.timeout = Some(timeout);
+        self
+    }
+
+    /// The status of the answer when the [`timeout`](Self::timeout) runs
+    /// out (default
+    /// [`DEFAULT_TIMEOUT_STATUS`](crate::DEFAULT_TIMEOUT_STATUS), 504; 503
+    /// if clients should retry elsewhere).
+    pub fn timeout_status(mut self, status: StatusCode) -> Self {
+        self.config.timeout_status = status;
+        self
+    }
+
+    /// Counts a request cancelled `deadline` or more after admission (its
+    /// response future or, with
+    /// [`record_at_body_end`](Self::record_at_body_end), its body dropped:
+    /// the client or an outer timeout gave up) as a **failure** with that
+    /// latency, instead of as dropped. Default: never; a cancelled request
+    /// is dropped and tells the limiter nothing.
+    ///
+    /// Set it a little below the timeout of whatever sits outside (the
+    /// clients', a proxy's, an outer `TimeoutLayer`): a request abandoned
+    /// after that long was abandoned because the backend was slow.
+    pub fn drop_deadline(mut self, deadline: Duration) -> Self {
+        self.config.deadlines.drop_deadline = Some(deadline);
+        self
+    }
+
     /// Holds each permit until the response *body* has been sent, not only
     /// its head: for streaming responses, where the backend stays busy
     /// until the last frame.
@@ -190,9 +272,21 @@ impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyAtBodyEndLayer<C> {
 ///
 /// Wraps any `Service<Req>`, not only HTTP. The default classifier,
 /// [`ResultClassifier`], counts `Err` as failure; for an HTTP client use
-/// `.classifier(HttpClassifier::new())` so that 429 and 5xx count as
-/// failures too. Latency is measured per attempt, from admission to the
-/// response: put retries *outside* this layer.
+/// `.classifier(HttpClassifier::new())` so that 503, 504, 408 and 429 count
+/// as failures too. Latency is measured per attempt, from `call` to the
+/// response (not from `poll_ready`, which may hold the permit long before
+/// the call): put retries *outside* this layer.
+///
+/// # Timeouts
+///
+/// A timeout *outside* this layer (tower's `TimeoutLayer` wrapping it, a
+/// `tokio::time::timeout` around the call) drops the response future: the
+/// permit is released as dropped, and a hung backend never lowers the
+/// limit. Use the layer's own [`timeout`](Self::timeout), which runs inside
+/// the permit and records a failure, or put the timeout *inside* the layer
+/// (its error is then a failure); or set
+/// [`drop_deadline`](Self::drop_deadline) so that a call abandoned that
+/// late counts as a failure.
 ///
 /// # Examples
 ///
@@ -216,6 +310,7 @@ impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyAtBodyEndLayer<C> {
 pub struct AdaptiveConcurrencyClientLayer<C = ResultClassifier> {
     limiter: Limiter,
     classifier: C,
+    deadlines: Deadlines,
 }
 
 impl AdaptiveConcurrencyClientLayer {
@@ -224,6 +319,7 @@ impl AdaptiveConcurrencyClientLayer {
         Self {
             limiter,
             classifier: ResultClassifier,
+            deadlines: Deadlines::default(),
         }
     }
 }
@@ -240,7 +336,29 @@ impl<C> AdaptiveConcurrencyClientLayer<C> {
         AdaptiveConcurrencyClientLayer {
             limiter: self.limiter,
             classifier,
+            deadlines: self.deadlines,
         }
+    }
+
+    /// Runs each call for at most `timeout` from `call`, inside the permit;
+    /// past it, the call is dropped, recorded as a **failure**, and its
+    /// future fails with [`Elapsed`](crate::Elapsed). Default: no timeout.
+    ///
+    /// # Panics
+    ///
+    /// Calls panic outside a tokio runtime with the time driver enabled.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.deadlines.timeout = Some(timeout);
+        self
+    }
+
+    /// Counts a call whose response future is dropped `deadline` or more
+    /// after `call` (an outer timeout or the caller gave up) as a
+    /// **failure** with that latency, instead of as dropped. Default:
+    /// never. Set it a little below the outer timeout.
+    pub fn drop_deadline(mut self, deadline: Duration) -> Self {
+        self.deadlines.drop_deadline = Some(deadline);
+        self
     }
 }
 
@@ -248,6 +366,11 @@ impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyClientLayer<C> {
     type Service = AdaptiveConcurrencyClient<S, C>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        AdaptiveConcurrencyClient::new(inner, self.limiter.clone(), self.classifier.clone())
+        AdaptiveConcurrencyClient::new(
+            inner,
+            self.limiter.clone(),
+            self.classifier.clone(),
+            self.deadlines,
+        )
     }
 }

@@ -2,16 +2,16 @@ use std::fmt;
 use std::future::Future;
 use std::mem;
 use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 
 use adaptx::{Acquire, Limiter, OwnedPermit};
 use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
-use super::ServerConfig;
 use super::body::PermitBody;
 use super::future::{Admit, BodyResponseFuture, ClientResponseFuture, ResponseFuture};
+use super::{Deadlines, ServerConfig};
 use crate::classify::Classify;
 use crate::error::{BoxError, LimiterClosed};
 
@@ -81,23 +81,41 @@ where
 impl<S, C> AdaptiveConcurrency<S, C> {
     /// Takes a permit and calls the inner service, queues for one, or
     /// rejects.
+    ///
+    /// Each request that ends without a permit counts as rejected exactly
+    /// once: a failed `try_acquire` counts one, and so does an abandoned
+    /// wait, so the queueing path never starts with `try_acquire`. Its wait
+    /// is polled once here instead, which takes a free permit at once (the
+    /// fast path of `Acquire`) or joins the line.
     fn admit<Req>(&mut self, req: Req) -> Admit<S, Req>
     where
         S: Service<Req> + Clone,
     {
-        match self.limiter.try_acquire_owned() {
-            Ok(permit) => Admit::running(self.inner.call(req), permit),
-            Err(_) => match self.config.queue_timeout {
-                Some(timeout) if !self.limiter.is_closed() => {
-                    // The readied service is taken along to be called once a
-                    // permit comes; this one is left a fresh clone (tower's
-                    // usual way to call a service later).
-                    let clone = self.inner.clone();
-                    let ready = mem::replace(&mut self.inner, clone);
-                    Admit::queued(ready, req, self.limiter.acquire_owned(), timeout)
+        let deadlines = self.config.deadlines;
+        let permit = match self.config.queue_timeout {
+            None => self.limiter.try_acquire_owned().ok(),
+            Some(timeout) => {
+                let mut acquire = self.limiter.acquire_owned();
+                // The waker is replaced by the response future's on its
+                // first poll; a grant before then is seen by that poll.
+                let mut cx = Context::from_waker(Waker::noop());
+                match Pin::new(&mut acquire).poll(&mut cx) {
+                    // A closed limiter: the acquire counted the rejection.
+                    Poll::Ready(permit) => permit.ok(),
+                    Poll::Pending => {
+                        // The readied service is taken along to be called
+                        // once a permit comes; this one is left a fresh
+                        // clone (tower's usual way to call a service later).
+                        let clone = self.inner.clone();
+                        let ready = mem::replace(&mut self.inner, clone);
+                        return Admit::queued(ready, req, acquire, timeout, deadlines);
+                    }
                 }
-                _ => Admit::rejected(),
-            },
+            }
+        };
+        match permit {
+            Some(permit) => Admit::running(self.inner.call(req), permit, deadlines),
+            None => Admit::rejected(),
         }
     }
 }
@@ -170,19 +188,24 @@ enum Slot {
 /// [`AdaptiveConcurrencyClientLayer`](crate::AdaptiveConcurrencyClientLayer).
 ///
 /// `poll_ready` waits for a permit, then for the inner service; `call`
-/// consumes the permit. A clone starts without a permit, as tower's
-/// `ConcurrencyLimit` does.
+/// consumes the permit, and the request's latency starts there (not when
+/// `poll_ready` took the permit: a service may be held ready for long). A
+/// clone starts without a permit, as tower's `ConcurrencyLimit` does.
 ///
 /// # Errors
 ///
 /// `poll_ready` fails with [`LimiterClosed`] once the limiter is closed, and
-/// with the inner service's error. Errors are boxed ([`BoxError`]).
+/// with the inner service's error; the response future with the inner
+/// service's error or [`Elapsed`](crate::Elapsed). Errors are boxed
+/// ([`BoxError`]).
 ///
 /// # Cancel safety
 ///
 /// A service dropped while waiting in `poll_ready` gives up its place in
 /// line; one dropped holding a permit releases it (recorded as dropped).
-/// Dropping a response future releases its permit the same way.
+/// Dropping a response future releases its permit the same way (or records
+/// a failure, past the layer's
+/// [`drop_deadline`](crate::AdaptiveConcurrencyClientLayer::drop_deadline)).
 ///
 /// # Panics
 ///
@@ -192,6 +215,7 @@ pub struct AdaptiveConcurrencyClient<S, C> {
     inner: S,
     limiter: Limiter,
     classifier: C,
+    deadlines: Deadlines,
     slot: Slot,
 }
 
@@ -201,6 +225,7 @@ impl<S: Clone, C: Clone> Clone for AdaptiveConcurrencyClient<S, C> {
             inner: self.inner.clone(),
             limiter: self.limiter.clone(),
             classifier: self.classifier.clone(),
+            deadlines: self.deadlines,
             slot: Slot::Empty,
         }
     }
@@ -216,17 +241,19 @@ impl<S: fmt::Debug, C> fmt::Debug for AdaptiveConcurrencyClient<S, C> {
         f.debug_struct("AdaptiveConcurrencyClient")
             .field("inner", &self.inner)
             .field("limiter", &self.limiter)
+            .field("deadlines", &self.deadlines)
             .field("permit", &slot)
             .finish_non_exhaustive()
     }
 }
 
 impl<S, C> AdaptiveConcurrencyClient<S, C> {
-    pub(crate) fn new(inner: S, limiter: Limiter, classifier: C) -> Self {
+    pub(crate) fn new(inner: S, limiter: Limiter, classifier: C, deadlines: Deadlines) -> Self {
         Self {
             inner,
             limiter,
             classifier,
+            deadlines,
             slot: Slot::Empty,
         }
     }
@@ -276,6 +303,11 @@ where
             Slot::Ready(permit) => permit,
             _ => panic!("AdaptiveConcurrencyClient: poll_ready must return Ready(Ok) before call"),
         };
-        ClientResponseFuture::new(self.inner.call(req), permit, self.classifier.clone())
+        ClientResponseFuture::new(
+            self.inner.call(req),
+            permit,
+            self.classifier.clone(),
+            self.deadlines,
+        )
     }
 }

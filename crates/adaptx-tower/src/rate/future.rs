@@ -8,7 +8,7 @@ use http::{HeaderValue, Response};
 use pin_project_lite::pin_project;
 
 use super::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
-use crate::classify::{Classify, finish_rate_permit};
+use crate::classify::{Classify, classify_http, finish_rate_permit};
 
 /// The `X-RateLimit-*` values of one response.
 #[derive(Debug, Clone, Copy)]
@@ -122,7 +122,7 @@ where
             } => {
                 let mut result = ready!(future.poll(cx));
                 if let Some(permit) = permit.take() {
-                    finish_rate_permit(permit, classifier.classify(result.as_ref()));
+                    finish_rate_permit(permit, classify_http(classifier, result.as_ref()));
                 }
                 if let (Ok(res), Some(h)) = (result.as_mut(), headers.take()) {
                     h.apply(res);

@@ -46,10 +46,15 @@ impl<B: Default> OnRateLimited<B> for DefaultRejection {
 /// until a token is due (at least 1). Admitted requests carry a
 /// [`RatePermit`](adaptx::RatePermit) to their response; the
 /// [classifier](crate::Classify) (default [`HttpClassifier`]: inner errors,
-/// 429 and 5xx are failures) and the latency from admission feed the
-/// controller that moves the rate. A response future dropped before the
-/// response (a client that disconnects) gives no feedback and counts as
-/// dropped.
+/// 503, 504, 408 and an upstream's 429 are failures; other 5xx give no
+/// feedback) and the latency from admission feed the controller that moves
+/// the rate. A response future dropped before the response (a client that
+/// disconnects) gives no feedback and counts as dropped.
+///
+/// Its 429s carry the mark [`Answered::RateShed`](crate::Answered), so an
+/// adaptx layer outside does not take them for overload; a response an
+/// inner adaptx layer produced is judged by its mark before the classifier
+/// (a concurrency layer's 503 gives no feedback, its timeout is a failure).
 ///
 /// Every response (admitted or rejected) carries `X-RateLimit-Limit` (the
 /// current adaptive rate), `X-RateLimit-Remaining` and `X-RateLimit-Reset`,

@@ -8,7 +8,7 @@ use super::CurrentRate;
 use super::future::{RateHeaders, RateLimitFuture};
 use super::key::{RateSource, SkipRequest};
 use super::layer::OnRateLimited;
-use crate::classify::Classify;
+use crate::classify::{Answered, Classify};
 
 /// The service of [`AdaptiveRateLimitLayer`](crate::AdaptiveRateLimitLayer).
 ///
@@ -103,7 +103,8 @@ where
                 )
             }
             Err(limited) => {
-                let mut res = self.on_rate_limited.on_rate_limited(&limited);
+                let mut res =
+                    Answered::RateShed.mark(self.on_rate_limited.on_rate_limited(&limited));
                 let secs = limited.retry_after_secs();
                 res.headers_mut()
                     .entry(header::RETRY_AFTER)
