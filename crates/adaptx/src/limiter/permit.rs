@@ -127,9 +127,42 @@ impl<'a> Permit<'a> {
         self.holder.algorithm
     }
 
-    /// Time since admission, on the limiter's clock.
+    /// Time since admission (or since [`restart`](Permit::restart)), on
+    /// the limiter's clock.
     pub fn elapsed(&self) -> Duration {
         Duration::from_nanos(self.holder.now().saturating_sub(self.start))
+    }
+
+    /// Restarts the latency measurement: [`record`](Permit::record),
+    /// [`success`](Permit::success), [`failure`](Permit::failure) and
+    /// [`elapsed`](Permit::elapsed) measure from now instead of from
+    /// admission.
+    ///
+    /// For a permit taken ahead of its work — a client that reserves a
+    /// permit in tower's `poll_ready` and may hold the ready service for long
+    /// before `call`, or a pool of pre-admitted slots: the time the permit
+    /// sat unused is no latency of the backend's. The permit still belongs to
+    /// the decrease epoch of its admission.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use adaptx::{Limiter, ManualClock};
+    ///
+    /// let clock = ManualClock::new();
+    /// let limiter = Limiter::builder().clock(clock.clone()).build()?;
+    /// let mut permit = limiter.try_acquire()?;
+    /// clock.advance(Duration::from_secs(1)); // held, unused
+    /// permit.restart();
+    /// clock.advance(Duration::from_millis(5)); // the call
+    /// assert_eq!(permit.elapsed(), Duration::from_millis(5));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[inline]
+    pub fn restart(&mut self) {
+        self.start = self.holder.now();
     }
 
     /// Records a success with the latency measured from admission.
