@@ -356,7 +356,6 @@ async fn soak_both_layers_under_load_with_aborts_and_a_slowdown() {
     assert_eq!(limiter.in_flight(), 0, "{s:?}");
     assert_eq!(backend.current.load(Ordering::SeqCst), 0);
     assert_eq!(s.in_flight, 0, "{s:?}");
-    assert_eq!(s.total, s.success + s.failures + s.dropped, "{s:?}");
     // The handler never fails, every 200 the client got is a recorded
     // success and every 503 a rejection (the rate layer is outside, so its
     // 429s never reach the concurrency limiter).

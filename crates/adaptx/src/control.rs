@@ -130,7 +130,7 @@ impl Control {
             duration_nanos: now.saturating_sub(start),
             samples,
             failures: f.fresh,
-            stale_failures: f.fail - f.fresh,
+            stale_failures: f.fail.saturating_sub(f.fresh),
             peak_in_flight: usize::try_from(f.peak).unwrap_or(usize::MAX),
             mean_rtt_nanos: mean,
             min_rtt_nanos: if f.min_rtt == u64::MAX {

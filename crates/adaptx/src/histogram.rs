@@ -155,7 +155,7 @@ impl Histogram {
     }
 
     /// Samples recorded (`Acquire` loads: pairs with
-    /// [`record_release`](Self::record_release)). Counts wrap like the
+    /// [`record`](Self::record)). Counts wrap like the
     /// buckets, so a difference of two counts stays exact.
     pub(crate) fn count_acquire(&self) -> u64 {
         self.buckets

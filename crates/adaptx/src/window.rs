@@ -144,11 +144,9 @@ impl Slot {
         }
     }
 
-    /// Samples that have finished their writes to this slot.
-    fn finished(&self) -> u64 {
-        self.hist
-            .count_acquire()
-            .wrapping_add(self.fail.load(Ordering::Acquire))
+    /// Successes and failures that have finished their writes to this slot.
+    fn finished(&self) -> (u64, u64) {
+        (self.hist.count_acquire(), self.fail.load(Ordering::Acquire))
     }
 
     /// Empties the slot. Only while no completion can write to it.
@@ -182,11 +180,17 @@ impl Stripe {
         }
     }
 
+    /// The index of the slot completions record into now.
+    fn current(&self) -> usize {
+        (self.gate.load(Ordering::Acquire) >> 63) as usize
+    }
+
     /// Freezes the current slot and opens the other; waits until every
     /// sample that entered the frozen slot has finished writing, and returns
-    /// the frozen slot. The caller must hold the controller mutex.
-    fn freeze(&self) -> &Slot {
-        let cur = (self.gate.load(Ordering::Acquire) >> 63) as usize;
+    /// the frozen slot with its successes and failures. The caller must hold
+    /// the controller mutex.
+    fn freeze(&self) -> (&Slot, u64, u64) {
+        let cur = self.current();
         // The idle slot was frozen by the previous hand-over, which waited
         // for all its writers: nothing writes to it now.
         self.slots[cur ^ 1].clear();
@@ -194,10 +198,13 @@ impl Stripe {
         let entered = self.gate.swap(next, Ordering::AcqRel) & !SLOT;
         let frozen = &self.slots[cur];
         let mut spins = 0;
-        while frozen.finished() != entered {
+        loop {
+            let (ok, fail) = frozen.finished();
+            if ok.wrapping_add(fail) == entered {
+                return (frozen, ok, fail);
+            }
             spin_wait_step(&mut spins);
         }
-        frozen
     }
 }
 
@@ -298,11 +305,9 @@ impl Window {
     /// read, not a hand-over).
     pub(crate) fn live(&self) -> (u64, u64) {
         self.stripes.iter().fold((0u64, 0u64), |(ok, fail), s| {
-            let slot = &s.slots[(s.gate.load(Ordering::Acquire) >> 63) as usize];
-            (
-                ok.wrapping_add(slot.hist.count_acquire()),
-                fail.wrapping_add(slot.fail.load(Ordering::Acquire)),
-            )
+            let slot = &s.slots[s.current()];
+            let (o, f) = slot.finished();
+            (ok.wrapping_add(o), fail.wrapping_add(f))
         })
     }
 
@@ -321,9 +326,9 @@ impl Window {
             peak: 0,
         };
         for s in self.stripes.iter() {
-            let slot = s.freeze();
-            f.ok = f.ok.wrapping_add(slot.hist.count_acquire());
-            f.fail = f.fail.wrapping_add(slot.fail.load(Ordering::Acquire));
+            let (slot, ok, fail) = s.freeze();
+            f.ok = f.ok.wrapping_add(ok);
+            f.fail = f.fail.wrapping_add(fail);
             f.fresh = f
                 .fresh
                 .wrapping_add(slot.fresh[(epoch & 1) as usize].load(Ordering::Relaxed));
@@ -344,7 +349,7 @@ impl Window {
         let start = self.start.load(Ordering::Acquire);
         let age = now.saturating_sub(start);
         for s in self.stripes.iter() {
-            let cur = (s.gate.load(Ordering::Acquire) >> 63) as usize;
+            let cur = s.current();
             // A sample at `t >= start + window` would have closed the window,
             // so every sample of the current window is older than
             // `age - window`.
@@ -361,7 +366,7 @@ impl Window {
     /// fresh window. The caller must hold the controller mutex.
     pub(crate) fn clear(&self, now: u64) {
         for s in self.stripes.iter() {
-            s.freeze().clear();
+            s.freeze().0.clear();
             for e in &s.events {
                 e.store(0, Ordering::Relaxed);
             }

@@ -14,7 +14,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use adaptx::{
@@ -67,11 +67,13 @@ impl ControlLaw for Spy {
 
 /// Four threads complete operations of exactly 1 ms each, while one of them
 /// advances the clock so that 100 µs windows close constantly: the reported
-/// race. Returns the limiter and what the test itself counted.
+/// race. One operation in `fail_every` fails (none for `None`), so failures
+/// cross windows too. Returns the limiter and the successes and failures
+/// the test itself recorded.
 fn four_threads_one_latency(
     builder: adaptx::Builder,
     clock: &ManualClock,
-    ops_per_thread: u64,
+    fail_every: Option<u64>,
 ) -> (Limiter, u64, u64) {
     let limiter = builder
         .sample_window(Duration::from_micros(100))
@@ -85,15 +87,14 @@ fn four_threads_one_latency(
         for t in 0..4u64 {
             let (limiter, clock, ok, failed) = (&limiter, clock, &ok, &failed);
             s.spawn(move || {
-                for i in 0..ops_per_thread {
+                for i in 0..40_000u64 {
                     if t == 0 && i % 2 == 0 {
                         clock.advance(Duration::from_micros(25));
                     }
                     let Ok(permit) = limiter.try_acquire() else {
                         continue;
                     };
-                    // One operation in 64 fails, so failures cross windows too.
-                    if (i + t) % 64 == 0 {
+                    if fail_every.is_some_and(|n| (i + t) % n == 0) {
                         permit.record_with_latency(adaptx::Outcome::Failure, MS);
                         failed.fetch_add(1, Ordering::Relaxed);
                     } else {
@@ -122,7 +123,7 @@ fn window_summary_is_exact_under_concurrent_completions() {
         })
         .initial_limit(64)
         .max_limit(64);
-    let (limiter, ok, failed) = four_threads_one_latency(builder, &clock, 40_000);
+    let (limiter, ok, failed) = four_threads_one_latency(builder, &clock, Some(64));
     // Close the window in progress so that every sample has been handed over.
     clock.advance(Duration::from_secs(1));
     limiter
@@ -145,44 +146,17 @@ fn window_summary_is_exact_under_concurrent_completions() {
 
 #[test]
 fn window_summary_is_exact_vegas_keeps_its_floor_and_its_limit() {
+    // No failures here: Vegas must see a flat 1 ms and never cut.
     let clock = ManualClock::new();
     let builder = Limiter::builder()
         .algorithm(Algorithm::Vegas)
         .initial_limit(64)
         .max_limit(64);
-    // No failures here: Vegas must see a flat 1 ms and never cut.
-    let seen_fail = Arc::new(AtomicBool::new(false));
-    let hook_fail = seen_fail.clone();
-    let builder = builder.on_limit_change(move |old, new| {
-        if new < old {
-            hook_fail.store(true, Ordering::Relaxed);
-        }
-    });
-    let limiter = builder
-        .sample_window(Duration::from_micros(100))
-        .warmup_samples(0)
-        .clock(clock.clone())
-        .build()
-        .expect("valid configuration");
-    std::thread::scope(|s| {
-        for t in 0..4u64 {
-            let (limiter, clock) = (&limiter, &clock);
-            s.spawn(move || {
-                for i in 0..40_000u64 {
-                    if t == 0 && i % 2 == 0 {
-                        clock.advance(Duration::from_micros(25));
-                    }
-                    if let Ok(permit) = limiter.try_acquire() {
-                        permit.record_with_latency(adaptx::Outcome::Success, MS);
-                    }
-                }
-            });
-        }
-    });
+    let (limiter, _, failed) = four_threads_one_latency(builder, &clock, None);
+    assert_eq!(failed, 0);
     assert_eq!(limiter.min_latency_estimate(), Some(MS), "RTT_min moved");
     let s = limiter.stats();
     assert_eq!(s.decreases, 0, "Vegas cut on a flat 1 ms: {s:?}");
-    assert!(!seen_fail.load(Ordering::Relaxed));
     assert_eq!(limiter.limit(), 64);
 }
 
@@ -190,10 +164,11 @@ fn window_summary_is_exact_vegas_keeps_its_floor_and_its_limit() {
 // 2. One decrease per overload episode.
 // ---------------------------------------------------------------------------
 
-/// A user's law with no notion of epochs: halve on any failure it is shown,
-/// else hold.
-#[derive(Debug)]
-struct HalveOnFailure;
+/// A user's law with no notion of epochs: halve on any failure it is
+/// shown, else hold. It counts the fresh and the stale failures it was told
+/// of.
+#[derive(Debug, Default)]
+struct HalveOnFailure(Arc<[AtomicU64; 2]>);
 
 impl ControlLaw for HalveOnFailure {
     fn name(&self) -> &'static str {
@@ -201,6 +176,8 @@ impl ControlLaw for HalveOnFailure {
     }
 
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
+        self.0[0].fetch_add(w.failures, Ordering::Relaxed);
+        self.0[1].fetch_add(w.stale_failures, Ordering::Relaxed);
         if w.failures > 0 { limit / 2 } else { limit }
     }
 }
@@ -210,7 +187,7 @@ fn with_law(b: adaptx::Builder, law: &str) -> adaptx::Builder {
         "aimd" => b.algorithm(Algorithm::Aimd),
         "vegas" => b.algorithm(Algorithm::Vegas),
         "gradient" => b.algorithm(Algorithm::Gradient),
-        _ => b.law(HalveOnFailure),
+        _ => b.law(HalveOnFailure::default()),
     }
 }
 
@@ -274,28 +251,13 @@ fn one_decrease_per_overload_episode() {
     }
 }
 
-/// What a spy law was told about fresh and stale failures.
-#[derive(Debug)]
-struct CountFailures(Arc<[AtomicU64; 2]>);
-
-impl ControlLaw for CountFailures {
-    fn name(&self) -> &'static str {
-        "count-failures"
-    }
-
-    fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
-        self.0[0].fetch_add(w.failures, Ordering::Relaxed);
-        self.0[1].fetch_add(w.stale_failures, Ordering::Relaxed);
-        if w.failures > 0 { limit / 2 } else { limit }
-    }
-}
-
 #[test]
 fn one_decrease_per_overload_episode_summary_tells_fresh_from_stale() {
-    let counts = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+    let law = HalveOnFailure::default();
+    let counts = law.0.clone();
     let clock = ManualClock::new();
     let limiter = Limiter::builder()
-        .law(CountFailures(counts.clone()))
+        .law(law)
         .initial_limit(8)
         .max_limit(8)
         .warmup_samples(0)
@@ -325,12 +287,25 @@ fn one_decrease_per_overload_episode_summary_tells_fresh_from_stale() {
 /// Delegates to a law and counts the windows it is run on, so that the test
 /// knows where windows end without trusting the limiter's own bookkeeping.
 #[derive(Debug)]
-struct Observed<L> {
-    inner: L,
+struct Observed {
+    inner: Box<dyn ControlLaw>,
     closes: Arc<AtomicU64>,
 }
 
-impl<L: ControlLaw> ControlLaw for Observed<L> {
+impl Observed {
+    /// The law named `law` (one of [`LAWS`]), observed.
+    fn new(law: &str, closes: Arc<AtomicU64>) -> Self {
+        let inner: Box<dyn ControlLaw> = match law {
+            "aimd" => Box::new(adaptx::Aimd::default()),
+            "vegas" => Box::new(adaptx::Vegas::default()),
+            "gradient" => Box::new(adaptx::Gradient::default()),
+            _ => Box::new(HalveOnFailure::default()),
+        };
+        Self { inner, closes }
+    }
+}
+
+impl ControlLaw for Observed {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
@@ -338,38 +313,6 @@ impl<L: ControlLaw> ControlLaw for Observed<L> {
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
         self.closes.fetch_add(1, Ordering::Relaxed);
         self.inner.next_limit(limit, w)
-    }
-}
-
-fn observed(
-    law: &str,
-    closes: Arc<AtomicU64>,
-) -> Box<dyn FnOnce(adaptx::Builder) -> adaptx::Builder> {
-    match law {
-        "aimd" => Box::new(move |b| {
-            b.law(Observed {
-                inner: adaptx::Aimd::default(),
-                closes,
-            })
-        }),
-        "vegas" => Box::new(move |b| {
-            b.law(Observed {
-                inner: adaptx::Vegas::default(),
-                closes,
-            })
-        }),
-        "gradient" => Box::new(move |b| {
-            b.law(Observed {
-                inner: adaptx::Gradient::default(),
-                closes,
-            })
-        }),
-        _ => Box::new(move |b| {
-            b.law(Observed {
-                inner: HalveOnFailure,
-                closes,
-            })
-        }),
     }
 }
 
@@ -385,7 +328,8 @@ fn overload_decreases(law: &str, reject_ms: u64, seed: u64) -> (usize, usize) {
     let closes = Arc::new(AtomicU64::new(0));
     let decreases = Arc::new(AtomicUsize::new(0));
     let d = decreases.clone();
-    let limiter = observed(law, closes.clone())(Limiter::builder())
+    let limiter = Limiter::builder()
+        .law(Observed::new(law, closes.clone()))
         .initial_limit(40)
         .max_limit(100)
         .sample_window(Duration::from_millis(100))
