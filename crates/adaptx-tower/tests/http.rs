@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 mod common;
 
-use common::{adaptive, fixed_on, rate_on};
+use common::{adaptive, fixed, fixed_on, rate_on};
 
 /// The backend the test steers.
 #[derive(Default)]
@@ -147,12 +147,7 @@ async fn load(url: &str, workers: usize, dur: Duration) -> (u64, u64, u64) {
 async fn concurrency_sheds_with_503_and_retry_after() {
     let backend = Arc::new(Backend::default());
     backend.delay_ms.store(500, Ordering::SeqCst);
-    let limiter = Limiter::builder()
-        .initial_limit(2)
-        .min_limit(2)
-        .max_limit(2)
-        .build()
-        .expect("valid");
+    let limiter = fixed(2);
     let url = serve(app(&backend).layer(AdaptiveConcurrencyLayer::server(limiter.clone()))).await;
     let (mut ok, mut shed) = (0, 0);
     for res in burst(&client(), &url, 6).await {
@@ -175,12 +170,7 @@ async fn concurrency_sheds_with_503_and_retry_after() {
 async fn in_flight_never_exceeds_the_limit() {
     let backend = Arc::new(Backend::default());
     backend.delay_ms.store(5, Ordering::SeqCst);
-    let limiter = Limiter::builder()
-        .initial_limit(5)
-        .min_limit(5)
-        .max_limit(5)
-        .build()
-        .expect("valid");
+    let limiter = fixed(5);
     let url = serve(app(&backend).layer(AdaptiveConcurrencyLayer::server(limiter.clone()))).await;
     let (ok, _, shed) = load(&url, 20, Duration::from_millis(400)).await;
     let peak = backend.peak.load(Ordering::SeqCst);
@@ -291,12 +281,7 @@ async fn limit_falls_when_the_handler_slows_and_rises_when_it_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn client_aborts_release_every_permit() {
     let backend = Arc::new(Backend::default());
-    let limiter = Limiter::builder()
-        .initial_limit(64)
-        .min_limit(64)
-        .max_limit(64)
-        .build()
-        .expect("valid");
+    let limiter = fixed(64);
     let url = serve(app(&backend).layer(AdaptiveConcurrencyLayer::server(limiter.clone()))).await;
     let client = client();
     let (mut ok, mut aborted) = (0u32, 0u32);
@@ -512,12 +497,7 @@ async fn own_rejections_are_not_overload_rate_outside() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rejected_counts_a_queued_request_once_over_http() {
     let backend = Arc::new(Backend::default());
-    let limiter = Limiter::builder()
-        .initial_limit(2)
-        .min_limit(2)
-        .max_limit(2)
-        .build()
-        .expect("valid");
+    let limiter = fixed(2);
     let layer =
         AdaptiveConcurrencyLayer::server(limiter.clone()).queue_timeout(Duration::from_millis(150));
     let url = serve(app(&backend).layer(layer)).await;
