@@ -1,6 +1,8 @@
 //! The backend model: service time with jitter, processor sharing over a
 //! number of workers, a concurrency ceiling that rejects or drops, a rate
-//! limit, and client errors.
+//! limit, and client errors. (Which accepted requests end in an overload
+//! error — at random or past a soft ceiling — is the engine's draw: the
+//! backend only does their work.)
 //!
 //! # Implementation details
 //!
@@ -77,6 +79,11 @@ impl Backend {
 
     pub(crate) fn spec(&self) -> &BackendSpec {
         &self.spec
+    }
+
+    /// Requests inside.
+    pub(crate) fn inside(&self) -> u64 {
+        self.inside
     }
 
     /// When the next request leaves, `u64::MAX` if none is inside.
@@ -207,6 +214,9 @@ mod tests {
             reject_latency: Nanos(2 * MILLISECOND),
             rate_limit: None,
             client_error_rate: 0.0,
+            failure_rate: 0.0,
+            soft_ceiling: None,
+            soft_ceiling_full: None,
         }
     }
 

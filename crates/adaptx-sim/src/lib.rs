@@ -68,7 +68,9 @@
 
 mod backend;
 pub mod band;
+mod demand;
 mod measure;
+mod rate;
 pub mod report;
 mod rng;
 mod scenario;
@@ -76,10 +78,12 @@ mod sim;
 pub mod suite;
 mod time;
 
+pub use demand::{ClientSpec, DemandChange};
 pub use measure::{Policy, Run, Second};
+pub use rate::RateLimiterSpec;
 pub use scenario::{
     BackendSpec, BandSpec, DEFAULT_REJECT_LATENCY, DEFAULT_TIMEOUT, DemandKind, DemandSpec, Law,
     LimiterSpec, Metric, OverLimit, Scenario, ScenarioError, ScheduleEntry,
 };
-pub use sim::{capacity, run};
+pub use sim::{capacity, capacity_between, run};
 pub use time::{MILLISECOND, Nanos, SECOND, parse_duration};

@@ -49,7 +49,7 @@ struct Row {
 }
 
 fn rows(o: &Outcome, seed: u64) -> Vec<Row> {
-    let mut rows: Vec<Row> = Law::ALL
+    let mut rows: Vec<Row> = Law::DEFAULT
         .iter()
         .filter_map(|&law| {
             o.run(law, seed).map(|r| Row {
@@ -294,6 +294,7 @@ fn law_color(law: Law) -> RGBColor {
         Law::Aimd => RGBColor(31, 119, 180),
         Law::Vegas => RGBColor(255, 127, 14),
         Law::Gradient => RGBColor(44, 160, 44),
+        Law::Rate => RGBColor(204, 121, 167),
     }
 }
 
@@ -403,7 +404,7 @@ fn html_table(header: &[&str], rows: &[Vec<String>]) -> String {
 }
 
 fn scenario_charts(o: &Outcome, seed: u64) -> String {
-    let runs: Vec<(Law, &Run)> = Law::ALL
+    let runs: Vec<(Law, &Run)> = Law::DEFAULT
         .iter()
         .filter_map(|&l| o.run(l, seed).map(|r| (l, r)))
         .collect();

@@ -39,6 +39,8 @@ pub(crate) mod streams {
     pub(crate) const SERVICE: u64 = 1;
     /// Client errors.
     pub(crate) const CLIENT_ERROR: u64 = 2;
+    /// Overload errors at random and from a soft ceiling.
+    pub(crate) const FAILURE: u64 = 3;
     /// Arrivals of client `i` are stream `ARRIVALS + i`.
     pub(crate) const ARRIVALS: u64 = 1_000;
     /// The jitter RNG of client `i`'s limiter is seeded from `LIMITER + i`.

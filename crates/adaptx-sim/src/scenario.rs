@@ -33,6 +33,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::demand::{ClientSpec, DemandChange};
+use crate::rate::RateLimiterSpec;
 use crate::time::{MILLISECOND, Nanos, SECOND};
 
 /// Default latency of an overload error from a backend at its ceiling.
@@ -65,6 +67,13 @@ pub struct Scenario {
     /// default.
     #[serde(default)]
     pub limiter: LimiterSpec,
+    /// Admit through adaptx's adaptive rate limiter instead of the
+    /// concurrency limiter (see [`RateLimiterSpec`]).
+    pub rate_limiter: Option<RateLimiterSpec>,
+    /// Per-client settings, written `[[client]]`: the i-th entry describes
+    /// client i (see [`ClientSpec`]).
+    #[serde(default, rename = "client")]
+    pub clients: Vec<ClientSpec>,
     /// Pass bands, written `[[band]]`.
     #[serde(default, rename = "band")]
     pub bands: Vec<BandSpec>,
@@ -120,6 +129,20 @@ pub struct BackendSpec {
     /// they are not goodput. Default 0. Allowed: 0 ..= 1.
     #[serde(default)]
     pub client_error_rate: f64,
+    /// Fraction of accepted requests that fail as overload after their
+    /// work, at random, whatever the load (a flaky network). Default 0.
+    /// Allowed: 0 ..= 1.
+    #[serde(default)]
+    pub failure_rate: f64,
+    /// A soft ceiling: with `n` requests inside (the new one included) and
+    /// `n > soft_ceiling`, an accepted request fails as overload after its
+    /// work with probability `(n − soft_ceiling) / (soft_ceiling_full −
+    /// soft_ceiling)`, capped at 1 — errors that rise gradually with load.
+    /// Default: none. Set both or neither.
+    pub soft_ceiling: Option<u32>,
+    /// Where the soft ceiling's error probability reaches 1; above
+    /// `soft_ceiling`.
+    pub soft_ceiling_full: Option<u32>,
 }
 
 fn default_reject_latency() -> Nanos {
@@ -159,6 +182,12 @@ pub struct ScheduleEntry {
     pub rate_limit: Option<f64>,
     /// New [`BackendSpec::client_error_rate`].
     pub client_error_rate: Option<f64>,
+    /// New [`BackendSpec::failure_rate`].
+    pub failure_rate: Option<f64>,
+    /// New [`BackendSpec::soft_ceiling`].
+    pub soft_ceiling: Option<u32>,
+    /// New [`BackendSpec::soft_ceiling_full`].
+    pub soft_ceiling_full: Option<u32>,
 }
 
 /// How demand arrives.
@@ -187,12 +216,17 @@ pub struct DemandSpec {
     /// Closed only: a worker's pause between an answer and its next request.
     /// Default 0.
     pub think_time: Option<Nanos>,
-    /// Open only, required: arrivals per second per client.
+    /// Open only, required: arrivals per second per client (0 with a
+    /// schedule that starts it later).
     pub rate: Option<f64>,
     /// Client timeout: a request not answered by then fails as overload (the
     /// backend, if it accepted the request, still does the work). Default 1 s.
     #[serde(default = "default_timeout")]
     pub timeout: Nanos,
+    /// Changes to the demand over time, written `[[demand.schedule]]` (see
+    /// [`DemandChange`]).
+    #[serde(default)]
+    pub schedule: Vec<DemandChange>,
 }
 
 /// Options for each client's limiter; unset ones keep adaptx's defaults.
@@ -236,19 +270,33 @@ pub enum Law {
     Vegas,
     /// `Algorithm::Gradient`.
     Gradient,
+    /// The adaptive rate limiter (`RateLimiter`, mizu's law): the policy of
+    /// a scenario with a `[rate_limiter]`.
+    Rate,
 }
 
 impl Law {
-    /// All three, in table order.
+    /// The concurrency laws, in table order.
     pub const ALL: [Law; 3] = [Law::Aimd, Law::Vegas, Law::Gradient];
 
-    /// The adaptx algorithm.
-    pub fn algorithm(self) -> adaptx::Algorithm {
+    /// Every policy a suite runs by default, in table order; each scenario
+    /// runs those that [apply](Law::applies_to) to it.
+    pub const DEFAULT: [Law; 4] = [Law::Aimd, Law::Vegas, Law::Gradient, Law::Rate];
+
+    /// The adaptx algorithm of a concurrency law.
+    pub fn algorithm(self) -> Option<adaptx::Algorithm> {
         match self {
-            Law::Aimd => adaptx::Algorithm::Aimd,
-            Law::Vegas => adaptx::Algorithm::Vegas,
-            Law::Gradient => adaptx::Algorithm::Gradient,
+            Law::Aimd => Some(adaptx::Algorithm::Aimd),
+            Law::Vegas => Some(adaptx::Algorithm::Vegas),
+            Law::Gradient => Some(adaptx::Algorithm::Gradient),
+            Law::Rate => None,
         }
+    }
+
+    /// Whether the law runs on `sc`: `rate` on a scenario with a
+    /// `[rate_limiter]`, the concurrency laws on the others.
+    pub fn applies_to(self, sc: &Scenario) -> bool {
+        (self == Law::Rate) == sc.rate_limiter.is_some()
     }
 
     /// Lowercase name.
@@ -257,6 +305,7 @@ impl Law {
             Law::Aimd => "aimd",
             Law::Vegas => "vegas",
             Law::Gradient => "gradient",
+            Law::Rate => "rate",
         }
     }
 }
@@ -564,8 +613,11 @@ impl Scenario {
     }
 
     /// The time of the last schedule change, if any.
+    /// A demand change counts at its end (a ramp's `at + ramp`).
     pub fn last_change(&self) -> Option<Nanos> {
-        self.schedule.iter().map(|e| e.at).max()
+        let backend = self.schedule.iter().map(|e| e.at);
+        let demand = self.demand.schedule.iter().map(DemandChange::end);
+        backend.chain(demand).max()
     }
 
     /// Start of the steady interval: the later of half the run and 30 s
@@ -634,8 +686,8 @@ impl Scenario {
             DemandKind::Open => {
                 match d.rate {
                     None => return Err("demand.rate: required for an open demand".into()),
-                    Some(r) if !(r.is_finite() && r > 0.0) => {
-                        return Err(format!("demand.rate: {r}: expected a finite rate > 0"));
+                    Some(r) if !(r.is_finite() && r >= 0.0) => {
+                        return Err(format!("demand.rate: {r}: expected a finite rate >= 0"));
                     }
                     Some(_) => {}
                 }
@@ -645,6 +697,51 @@ impl Scenario {
                 if d.think_time.is_some() {
                     return Err("demand.think_time: only for a closed demand".into());
                 }
+            }
+        }
+        crate::demand::validate(self)?;
+        if let Some(r) = &self.rate_limiter {
+            r.check()
+                .map_err(|e| format!("rate_limiter.{}: {e}", e.field()))?;
+            if self.limiter.is_set() || self.clients.iter().any(|c| c.limiter.is_set()) {
+                return Err(
+                    "limiter: a scenario with [rate_limiter] admits through the rate \
+                     limiter; [limiter] options do not apply there"
+                        .into(),
+                );
+            }
+            for (i, c) in self.clients.iter().enumerate() {
+                if let Some(over) = &c.rate_limiter {
+                    if over.keyed.is_some() {
+                        return Err(format!(
+                            "client[{i}].rate_limiter.keyed: set it in [rate_limiter], for every client"
+                        ));
+                    }
+                    if r.is_keyed() {
+                        return Err(format!(
+                            "client[{i}].rate_limiter: the clients share one keyed limiter; per-client options need keyed = false"
+                        ));
+                    }
+                    r.overlaid(over)
+                        .check()
+                        .map_err(|e| format!("client[{i}].rate_limiter.{}: {e}", e.field()))?;
+                }
+            }
+        } else if let Some(i) = self.clients.iter().position(|c| c.rate_limiter.is_some()) {
+            return Err(format!(
+                "client[{i}].rate_limiter: only with a [rate_limiter] table"
+            ));
+        }
+        for (i, b) in self.bands.iter().enumerate() {
+            if let Some(law) = b.laws.iter().find(|l| !l.applies_to(self)) {
+                return Err(format!(
+                    "band[{i}].laws: `{law}` does not run on this scenario ({})",
+                    if self.rate_limiter.is_some() {
+                        "it has a [rate_limiter]: its policy is `rate`"
+                    } else {
+                        "`rate` needs a [rate_limiter] table"
+                    }
+                ));
             }
         }
         // The limiter options: let adaptx's builder check them.
@@ -754,6 +851,15 @@ impl ScheduleEntry {
         if let Some(v) = self.client_error_rate {
             b.client_error_rate = v;
         }
+        if let Some(v) = self.failure_rate {
+            b.failure_rate = v;
+        }
+        if let Some(v) = self.soft_ceiling {
+            b.soft_ceiling = Some(v);
+        }
+        if let Some(v) = self.soft_ceiling_full {
+            b.soft_ceiling_full = Some(v);
+        }
     }
 }
 
@@ -781,5 +887,78 @@ fn validate_backend(at: &str, b: &BackendSpec) -> Result<(), String> {
             b.client_error_rate
         ));
     }
-    Ok(())
+    validate_failures(at, b)
+}
+
+/// The random and load-driven overload errors of a backend.
+fn validate_failures(at: &str, b: &BackendSpec) -> Result<(), String> {
+    if !(0.0..=1.0).contains(&b.failure_rate) {
+        return Err(format!(
+            "{at}.failure_rate: {}: expected 0 <= value <= 1",
+            b.failure_rate
+        ));
+    }
+    match (b.soft_ceiling, b.soft_ceiling_full) {
+        (None, None) => Ok(()),
+        (Some(on), Some(full)) if full > on => Ok(()),
+        (Some(on), Some(full)) => Err(format!(
+            "{at}.soft_ceiling_full: {full}: expected above soft_ceiling ({on})"
+        )),
+        (Some(_), None) => Err(format!(
+            "{at}.soft_ceiling_full: required with soft_ceiling"
+        )),
+        (None, Some(_)) => Err(format!(
+            "{at}.soft_ceiling: required with soft_ceiling_full"
+        )),
+    }
+}
+
+impl LimiterSpec {
+    /// `self` with every option `over` sets replaced by `over`'s.
+    pub fn overlaid(&self, over: &LimiterSpec) -> LimiterSpec {
+        LimiterSpec {
+            initial_limit: over.initial_limit.or(self.initial_limit),
+            min_limit: over.min_limit.or(self.min_limit),
+            max_limit: over.max_limit.or(self.max_limit),
+            sample_window: over.sample_window.or(self.sample_window),
+            warmup_samples: over.warmup_samples.or(self.warmup_samples),
+            target_latency: over.target_latency.or(self.target_latency),
+            tolerance: over.tolerance.or(self.tolerance),
+            increase_rate: over.increase_rate.or(self.increase_rate),
+            decrease_ratio: over.decrease_ratio.or(self.decrease_ratio),
+            utilization: over.utilization.or(self.utilization),
+            smoothing: over.smoothing.or(self.smoothing),
+            jitter: over.jitter.or(self.jitter),
+        }
+    }
+
+    /// Whether any option is set.
+    pub fn is_set(&self) -> bool {
+        let LimiterSpec {
+            initial_limit,
+            min_limit,
+            max_limit,
+            sample_window,
+            warmup_samples,
+            target_latency,
+            tolerance,
+            increase_rate,
+            decrease_ratio,
+            utilization,
+            smoothing,
+            jitter,
+        } = self;
+        initial_limit.is_some()
+            || min_limit.is_some()
+            || max_limit.is_some()
+            || sample_window.is_some()
+            || warmup_samples.is_some()
+            || target_latency.is_some()
+            || tolerance.is_some()
+            || increase_rate.is_some()
+            || decrease_ratio.is_some()
+            || utilization.is_some()
+            || smoothing.is_some()
+            || jitter.is_some()
+    }
 }

@@ -15,12 +15,16 @@
 //!    the request's real [`OwnedPermit`](adaptx::OwnedPermit), which is where
 //!    the limiter closes its own sample windows and runs its law;
 //! 2. **window closes** — the measurement second that ends now;
-//! 3. **schedule changes** at this instant;
+//! 3. **schedule changes** at this instant: the backend's, then each
+//!    client's demand (worker count, think time; see [`crate::demand`]);
 //! 4. **arrivals** — open-demand arrivals (admitted with `try_acquire_owned`
-//!    or shed) and workers back from thinking;
+//!    or shed), workers back from thinking and rate-limited workers back to
+//!    try again;
 //! 5. **admission** — each closed-demand client admits its queue of waiting
 //!    workers, in FIFO order, while a permit is free (the first client to try
-//!    rotates from instant to instant so none is favoured on exact ties).
+//!    rotates from instant to instant so none is favoured on exact ties). With
+//!    a `[rate_limiter]`, a worker that finds no token waits the limiter's
+//!    `retry_after` and tries again (see [`crate::rate`]).
 //!
 //! The shared [`ManualClock`] is set to the instant before any limiter call,
 //! so the permits measure latency in virtual time. Every source of
@@ -36,10 +40,14 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
-use adaptx::{Builder, Limiter, ManualClock, Outcome, OwnedPermit};
+use std::sync::Arc;
+
+use adaptx::{Builder, Limiter, ManualClock, Outcome, OwnedPermit, RatePermit};
 
 use crate::backend::{Backend, Offer};
+use crate::demand::ClientDemand;
 use crate::measure::{Hist, Policy, Run, Second};
+use crate::rate::RateAdmission;
 use crate::rng::{self, streams};
 use crate::scenario::{BackendSpec, DemandKind, LimiterSpec, Scenario};
 use crate::time::SECOND;
@@ -60,7 +68,9 @@ pub(crate) fn limiter_builder(
         return b.initial_limit(n).min_limit(n).max_limit(n);
     }
     if let Some(Policy::Law(law)) = policy {
-        b = b.algorithm(law.algorithm());
+        if let Some(a) = law.algorithm() {
+            b = b.algorithm(a);
+        }
     }
     if let Some(v) = spec.initial_limit {
         b = b.initial_limit(v);
@@ -99,47 +109,129 @@ pub(crate) fn limiter_builder(
 }
 
 /// The goodput ceiling (per second) and the best concurrency C* of
-/// `backend` under the scenario's demand.
-///
-/// Capacity is `min(backend ceiling, demand ceiling) × (1 −
-/// client_error_rate)`, with the mean service time `s̄ = service_time × (1 +
-/// jitter)`: the backend's ceiling is the smallest of `workers / s̄`,
-/// `max_concurrency / s̄` and `rate_limit`; the demand's is, summed over
-/// clients, `min(workers, max_limit) / (s̄ + think_time)` for a closed demand
-/// and `rate` for an open one. C* is the smallest of `workers`,
-/// `max_concurrency` and `rate_limit × s̄`, and undefined when the backend has
-/// none of them.
+/// `backend` under the scenario's demand at time zero; see
+/// [`capacity_between`].
 pub fn capacity(sc: &Scenario, backend: &BackendSpec) -> (f64, Option<f64>) {
+    capacity_between(sc, backend, 0, 0)
+}
+
+/// The goodput ceiling (per second) and the best concurrency C* of
+/// `backend` under the scenario's demand over `[from, to)` (ns; `from ==
+/// to` reads the demand at `from`).
+///
+/// With the mean service time `s̄ = service_time × (1 + jitter)` — the mean
+/// of the simulated service time, `service_time` plus an exponential term of
+/// mean `jitter × service_time` — the backend serves at most `min(L, workers,
+/// max_concurrency) / s̄` requests per second with `L` in flight, of which a
+/// fraction `p(L)` fail past a soft ceiling (0 without one). Its ceiling is
+/// the best of that over `L` (without a soft ceiling: `min(workers,
+/// max_concurrency) / s̄`), at most `rate_limit`; C* is the smallest `L`
+/// that reaches it (or `rate_limit × s̄` if lower), undefined when the backend
+/// bounds nothing. The demand's ceiling is, summed over clients, the mean
+/// open rate over the interval, or for a closed demand the mean of
+/// `min(workers, max_limit) / (s̄ + think_time)` (`workers` alone with a rate
+/// limiter). Capacity is `min(backend ceiling, demand ceiling) × (1 −
+/// client_error_rate) × (1 − failure_rate)`: the goodput a perfect policy
+/// could get.
+pub fn capacity_between(
+    sc: &Scenario,
+    backend: &BackendSpec,
+    from: u64,
+    to: u64,
+) -> (f64, Option<f64>) {
     let s = backend.service_time.as_secs_f64() * (1.0 + backend.jitter);
-    let mut ceiling = f64::INFINITY;
-    let mut c_star: Option<f64> = None;
-    let mut bound = |c: f64| c_star = Some(c_star.map_or(c, |x: f64| x.min(c)));
-    if let Some(c) = backend.workers {
-        ceiling = ceiling.min(f64::from(c) / s);
-        bound(f64::from(c));
-    }
-    if let Some(m) = backend.max_concurrency {
-        ceiling = ceiling.min(f64::from(m) / s);
-        bound(f64::from(m));
-    }
-    if let Some(r) = backend.rate_limit {
-        ceiling = ceiling.min(r);
-        bound(r * s);
-    }
+    let (ceiling, c_star) = backend_ceiling(backend, s);
     let d = &sc.demand;
-    let per_client = match d.kind {
-        DemandKind::Closed => {
-            let n = d.workers.unwrap_or(0) as f64;
-            let think = d.think_time.map_or(0.0, |t| t.as_secs_f64());
-            n.min(sc.max_limit() as f64) / (s + think)
-        }
-        DemandKind::Open => d.rate.unwrap_or(0.0),
+    let demand: f64 = (0..d.clients)
+        .map(|i| {
+            let max_limit = if sc.rate_limiter.is_some() {
+                f64::INFINITY
+            } else {
+                sc.client_limiter(i)
+                    .max_limit
+                    .unwrap_or(adaptx::DEFAULT_MAX_LIMIT) as f64
+            };
+            sc.client_demand(i).ceiling(d.kind, from, to, s, max_limit)
+        })
+        .sum();
+    let good = (1.0 - backend.client_error_rate) * (1.0 - backend.failure_rate);
+    (ceiling.min(demand) * good, c_star)
+}
+
+/// The backend's own goodput ceiling (per second, before client errors and
+/// random failures) and its best concurrency, with mean service time `s`.
+fn backend_ceiling(b: &BackendSpec, s: f64) -> (f64, Option<f64>) {
+    let hard = match (b.workers, b.max_concurrency) {
+        (Some(c), Some(m)) => Some(c.min(m)),
+        (c, m) => c.or(m),
     };
-    let demand = per_client * f64::from(d.clients);
-    (
-        ceiling.min(demand) * (1.0 - backend.client_error_rate),
-        c_star,
-    )
+    let (mut ceiling, mut c_star) = match (b.soft_ceiling, b.soft_ceiling_full) {
+        (Some(on), Some(full)) => {
+            // Goodput with L in flight: min(L, c, m) / s · (1 − p(min(L, m))).
+            let top = b.max_concurrency.map_or(full, |m| m.min(full));
+            let mut best = (0.0, 1u32);
+            for l in 1..=top.max(1) {
+                let inside = b.max_concurrency.map_or(l, |m| l.min(m));
+                let served = hard.map_or(l, |h| l.min(h));
+                let g = f64::from(served) / s * (1.0 - soft_error(on, full, u64::from(inside)));
+                if g > best.0 {
+                    best = (g, l);
+                }
+            }
+            (best.0, Some(f64::from(best.1)))
+        }
+        _ => match hard {
+            Some(h) => (f64::from(h) / s, Some(f64::from(h))),
+            None => (f64::INFINITY, None),
+        },
+    };
+    if let Some(r) = b.rate_limit {
+        ceiling = ceiling.min(r);
+        c_star = Some(c_star.map_or(r * s, |c| c.min(r * s)));
+    }
+    (ceiling, c_star)
+}
+
+/// The soft ceiling's overload-error probability with `n` requests inside.
+pub(crate) fn soft_error(onset: u32, full: u32, n: u64) -> f64 {
+    if n <= u64::from(onset) {
+        0.0
+    } else {
+        ((n - u64::from(onset)) as f64 / f64::from(full - onset)).min(1.0)
+    }
+}
+
+/// What admitted a request: a concurrency permit or a rate permit.
+#[derive(Debug)]
+enum Held {
+    Limit(OwnedPermit),
+    Rate(RatePermit),
+}
+
+impl Held {
+    fn record(self, outcome: Outcome) {
+        match self {
+            Held::Limit(p) => p.record(outcome),
+            Held::Rate(p) => p.record(outcome),
+        }
+    }
+}
+
+/// What admits a client's requests.
+#[derive(Debug)]
+enum Admission {
+    Limit(Limiter),
+    Rate(RateAdmission),
+}
+
+impl Admission {
+    /// The limit in force: the concurrency limit, or the rate.
+    fn limit(&self) -> usize {
+        match self {
+            Admission::Limit(l) => l.limit(),
+            Admission::Rate(r) => usize::try_from(r.rate()).unwrap_or(usize::MAX),
+        }
+    }
 }
 
 /// One request in flight (or answered by the client but still inside the
@@ -147,11 +239,13 @@ pub fn capacity(sc: &Scenario, backend: &BackendSpec) -> (f64, Option<f64>) {
 #[derive(Debug)]
 struct Req {
     /// `None` once the client has its answer (or gave up).
-    permit: Option<OwnedPermit>,
+    permit: Option<Held>,
     client: u32,
     start: u64,
     generation: u32,
     client_error: bool,
+    /// Fails as overload after its work (at random or past a soft ceiling).
+    overload_error: bool,
     /// The backend holds it, or its overload-error answer is pending.
     backend_holds: bool,
 }
@@ -166,19 +260,27 @@ enum EvKind {
     Reply(u32, u32),
     /// A worker of this client is done thinking.
     Think(u32),
+    /// A rate-limited worker of this client tries again.
+    Retry(u32),
 }
 
 struct Client {
-    limiter: Limiter,
+    admission: Admission,
     max_limit: usize,
     min_limit: usize,
     initial: usize,
+    demand: ClientDemand,
     /// Closed: workers waiting for a permit.
     waiting: u64,
+    /// Closed: workers alive (waiting, in flight, thinking, retrying) and
+    /// how many there should be.
+    workers: u64,
+    workers_target: u64,
     think: u64,
+    /// The next instant the worker count or the think time changes.
+    demand_next: u64,
     /// Open: time of the next arrival, and the arrival stream.
     next_arrival: u64,
-    mean_gap_ns: f64,
     arrivals_rng: fastrand::Rng,
     /// (deadline, slot, generation), in deadline order.
     timeouts: VecDeque<(u64, u32, u32)>,
@@ -199,7 +301,7 @@ impl Client {
 
     /// Notes the live limit after a completion (when it may have moved).
     fn observe_limit(&mut self, decreases: &mut u64) {
-        let l = self.limiter.limit();
+        let l = self.admission.limit();
         if l != self.last_limit {
             if l < self.last_limit {
                 *decreases += 1;
@@ -211,6 +313,41 @@ impl Client {
             if !(self.min_limit..=self.max_limit).contains(&self.last_limit) {
                 self.cur.violations += 1;
             }
+        }
+    }
+
+    /// A worker is ready to send: it queues, or retires if the client has
+    /// more workers than it should.
+    fn ready(&mut self) {
+        if self.workers > self.workers_target {
+            self.workers -= 1;
+        } else {
+            self.waiting += 1;
+        }
+    }
+
+    /// The first arrival after `t` of the open demand: thinning of the rate
+    /// curve (see [`crate::demand`]).
+    fn arrival_after(&mut self, mut t: u64) -> u64 {
+        loop {
+            let (end, top) = self.demand.rate.piece(t);
+            if top <= 0.0 {
+                if end == u64::MAX {
+                    return u64::MAX;
+                }
+                t = end;
+                continue;
+            }
+            let next = t.saturating_add(gap_ns(&mut self.arrivals_rng, SECOND as f64 / top));
+            if next >= end {
+                t = end;
+                continue;
+            }
+            let rate = self.demand.rate.at(next);
+            if rate >= top || self.arrivals_rng.f64() * top < rate {
+                return next;
+            }
+            t = next;
         }
     }
 }
@@ -241,6 +378,7 @@ struct Engine<'a> {
     end: u64,
     service_rng: fastrand::Rng,
     error_rng: fastrand::Rng,
+    failure_rng: fastrand::Rng,
     hist: Hist,
     steady_hist: Hist,
     steady_from: u64,
@@ -250,37 +388,90 @@ struct Engine<'a> {
     rotate: usize,
 }
 
+/// Client `i`'s admission under `policy`, and its `[min, max]` limit.
+fn admission(
+    sc: &Scenario,
+    policy: Policy,
+    seed: u64,
+    i: u32,
+    clock: &ManualClock,
+    keyed: &mut Option<Arc<adaptx::KeyedRateLimiter<u32>>>,
+) -> (Admission, usize, usize) {
+    let fail = |field: &str, e: adaptx::ConfigError| -> ! {
+        panic!("{}: {field}.{}: {e}", sc.source, e.field())
+    };
+    let Some(spec) = &sc.rate_limiter else {
+        let lseed = rng::stream_seed(seed, streams::LIMITER + u64::from(i));
+        let limiter = limiter_builder(&sc.client_limiter(i), Some(policy), lseed, clock.clone())
+            .build()
+            .unwrap_or_else(|e| fail("limiter", e));
+        let stats = limiter.stats();
+        return (Admission::Limit(limiter), stats.min_limit, stats.max_limit);
+    };
+    let fixed = match policy {
+        Policy::Fixed(r) => Some(r as u64),
+        Policy::Law(_) => None,
+    };
+    let spec = match sc.client(i).and_then(|c| c.rate_limiter.as_ref()) {
+        Some(over) => spec.overlaid(over),
+        None => spec.clone(),
+    };
+    let (min, max) = match fixed {
+        Some(r) => (r, r),
+        None => (spec.min_rate(), spec.max_rate()),
+    };
+    let bounds = (
+        usize::try_from(min).unwrap_or(usize::MAX),
+        usize::try_from(max).unwrap_or(usize::MAX),
+    );
+    let a = if spec.is_keyed() {
+        let shared = keyed.get_or_insert_with(|| {
+            Arc::new(
+                spec.builder(fixed, clock.clone())
+                    .build_keyed()
+                    .unwrap_or_else(|e| fail("rate_limiter", e)),
+            )
+        });
+        RateAdmission::Keyed(Arc::clone(shared), i)
+    } else {
+        RateAdmission::Own(
+            spec.builder(fixed, clock.clone())
+                .build()
+                .unwrap_or_else(|e| fail("rate_limiter", e)),
+        )
+    };
+    (Admission::Rate(a), bounds.0, bounds.1)
+}
+
 impl<'a> Engine<'a> {
     fn new(sc: &'a Scenario, policy: Policy, seed: u64) -> Self {
         let clock = ManualClock::new();
         let d = &sc.demand;
+        let mut keyed = None;
         let clients = (0..d.clients)
             .map(|i| {
-                let lseed = rng::stream_seed(seed, streams::LIMITER + u64::from(i));
-                let limiter = limiter_builder(&sc.limiter, Some(policy), lseed, clock.clone())
-                    .build()
-                    .unwrap_or_else(|e| panic!("{}: limiter.{}: {e}", sc.source, e.field()));
-                let stats = limiter.stats();
-                let mut arrivals_rng = rng::stream(seed, streams::ARRIVALS + u64::from(i));
-                let (waiting, mean_gap_ns, next_arrival) = match d.kind {
-                    DemandKind::Closed => (u64::from(d.workers.unwrap_or(0)), 0.0, u64::MAX),
-                    DemandKind::Open => {
-                        let gap = SECOND as f64 / d.rate.unwrap_or(1.0);
-                        let first = gap_ns(&mut arrivals_rng, gap);
-                        (0, gap, first)
-                    }
+                let (admission, min_limit, max_limit) =
+                    admission(sc, policy, seed, i, &clock, &mut keyed);
+                let demand = sc.client_demand(i);
+                let arrivals_rng = rng::stream(seed, streams::ARRIVALS + u64::from(i));
+                let (workers, think) = match d.kind {
+                    DemandKind::Closed => (demand.workers.count_at(0), demand.think_at(0)),
+                    DemandKind::Open => (0, 0),
                 };
-                let l = limiter.limit();
-                Client {
-                    max_limit: stats.max_limit,
-                    min_limit: stats.min_limit,
+                let l = admission.limit();
+                let mut c = Client {
+                    max_limit,
+                    min_limit,
                     initial: l,
-                    limiter,
-                    waiting,
-                    think: d.think_time.map_or(0, |t| t.0),
-                    next_arrival,
-                    mean_gap_ns,
+                    admission,
+                    waiting: workers,
+                    workers,
+                    workers_target: workers,
+                    think,
+                    demand_next: u64::MAX,
+                    next_arrival: u64::MAX,
                     arrivals_rng,
+                    demand,
                     timeouts: VecDeque::new(),
                     in_flight: 0,
                     area_since: 0,
@@ -288,7 +479,18 @@ impl<'a> Engine<'a> {
                     last_limit: l,
                     cur: fresh(l as u64, 0),
                     series: Vec::with_capacity((sc.duration.0 / SECOND) as usize),
+                };
+                match d.kind {
+                    DemandKind::Closed => {
+                        c.demand_next = c
+                            .demand
+                            .workers
+                            .next_count_change(0)
+                            .min(c.demand.next_think_change(0));
+                    }
+                    DemandKind::Open => c.next_arrival = c.arrival_after(0),
                 }
+                c
             })
             .collect();
         Self {
@@ -307,6 +509,7 @@ impl<'a> Engine<'a> {
             end: sc.duration.0 / SECOND * SECOND,
             service_rng: rng::stream(seed, streams::SERVICE),
             error_rng: rng::stream(seed, streams::CLIENT_ERROR),
+            failure_rng: rng::stream(seed, streams::FAILURE),
             hist: Hist::new(),
             steady_hist: Hist::new(),
             steady_from: sc.steady_from().0,
@@ -356,7 +559,7 @@ impl<'a> Engine<'a> {
             t = t.min(e.at.0);
         }
         for c in &mut self.clients {
-            t = t.min(c.next_arrival);
+            t = t.min(c.next_arrival).min(c.demand_next);
             while let Some(&(deadline, slot, generation)) = c.timeouts.front() {
                 let r = &self.reqs[slot as usize];
                 if r.generation != generation || r.permit.is_none() {
@@ -405,7 +608,7 @@ impl<'a> Engine<'a> {
             self.close_second(t);
             self.next_tick += SECOND;
         }
-        // 3. Schedule changes.
+        // 3. Schedule changes: the backend's, then the demand's.
         while let Some(e) = self.sc.schedule.get(self.sched) {
             if e.at.0 != t {
                 break;
@@ -415,14 +618,33 @@ impl<'a> Engine<'a> {
             self.backend.set_spec(t, spec);
             self.sched += 1;
         }
+        for c in &mut self.clients {
+            if c.demand_next == t {
+                c.think = c.demand.think_at(t);
+                let target = c.demand.workers.count_at(t);
+                c.workers_target = target;
+                if target > c.workers {
+                    c.waiting += target - c.workers;
+                    c.workers = target;
+                } else {
+                    let retire = (c.workers - target).min(c.waiting);
+                    c.waiting -= retire;
+                    c.workers -= retire;
+                }
+                c.demand_next = c
+                    .demand
+                    .workers
+                    .next_count_change(t)
+                    .min(c.demand.next_think_change(t));
+            }
+        }
         // 4. Arrivals.
         for i in 0..self.clients.len() {
             while self.clients[i].next_arrival == t {
                 let c = &mut self.clients[i];
                 c.cur.arrivals += 1;
-                let gap = gap_ns(&mut c.arrivals_rng, c.mean_gap_ns);
-                c.next_arrival = t.saturating_add(gap);
-                match c.limiter.try_acquire_owned() {
+                c.next_arrival = c.arrival_after(t);
+                match self.admit(i) {
                     Ok(p) => self.send(i, p, t),
                     Err(_) => self.clients[i].cur.shed += 1,
                 }
@@ -433,8 +655,8 @@ impl<'a> Engine<'a> {
                 break;
             }
             self.events.pop();
-            if let EvKind::Think(c) = kind {
-                self.clients[c as usize].waiting += 1;
+            if let EvKind::Think(c) | EvKind::Retry(c) = kind {
+                self.clients[c as usize].ready();
             }
         }
         // 5. Admission of waiting workers.
@@ -442,23 +664,64 @@ impl<'a> Engine<'a> {
         self.rotate = (self.rotate + 1) % n;
         for k in 0..n {
             let i = (self.rotate + k) % n;
-            while self.clients[i].waiting > 0 && self.clients[i].limiter.allow() {
-                let Ok(p) = self.clients[i].limiter.try_acquire_owned() else {
+            if matches!(self.clients[i].admission, Admission::Rate(_)) {
+                self.admit_rated(i, t);
+                continue;
+            }
+            while self.clients[i].waiting > 0 {
+                let Admission::Limit(l) = &self.clients[i].admission else {
+                    break;
+                };
+                if !l.allow() {
+                    break;
+                }
+                let Ok(p) = l.try_acquire_owned() else {
                     break;
                 };
                 self.clients[i].waiting -= 1;
-                self.send(i, p, t);
+                self.send(i, Held::Limit(p), t);
             }
         }
     }
 
-    fn send(&mut self, i: usize, permit: OwnedPermit, t: u64) {
+    /// One admission attempt of client `i`: `Err(retry_after_ns)` when
+    /// refused (0 for a concurrency limiter).
+    fn admit(&mut self, i: usize) -> Result<Held, u64> {
+        match &self.clients[i].admission {
+            Admission::Limit(l) => l.try_acquire_owned().map(Held::Limit).map_err(|_| 0),
+            Admission::Rate(r) => r
+                .try_acquire()
+                .map(Held::Rate)
+                .map_err(|e| u64::try_from(e.retry_after().as_nanos()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    /// Client `i`'s waiting workers each try the rate limiter once; a
+    /// refused one tries again after `retry_after`.
+    fn admit_rated(&mut self, i: usize, t: u64) {
+        while self.clients[i].waiting > 0 {
+            self.clients[i].waiting -= 1;
+            self.clients[i].cur.arrivals += 1;
+            match self.admit(i) {
+                Ok(p) => self.send(i, p, t),
+                Err(wait) => {
+                    self.clients[i].cur.shed += 1;
+                    self.seq += 1;
+                    let at = t.saturating_add(wait.max(1));
+                    self.events
+                        .push(Reverse((at, 1, self.seq, EvKind::Retry(i as u32))));
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, i: usize, permit: Held, t: u64) {
         let c = &mut self.clients[i];
         c.account(t);
         c.in_flight += 1;
         c.cur.in_flight_peak = c.cur.in_flight_peak.max(c.in_flight);
         c.cur.sent += 1;
-        if c.in_flight > c.max_limit as u64 {
+        if matches!(c.admission, Admission::Limit(_)) && c.in_flight > c.max_limit as u64 {
             c.cur.violations += 1;
         }
         let deadline = t.saturating_add(self.sc.demand.timeout.0);
@@ -471,6 +734,7 @@ impl<'a> Engine<'a> {
                     start: 0,
                     generation: 0,
                     client_error: false,
+                    overload_error: false,
                     backend_holds: false,
                 });
                 (self.reqs.len() - 1) as u32
@@ -485,7 +749,16 @@ impl<'a> Engine<'a> {
                 base
             }
         });
-        let client_error = offer == Offer::Accepted && {
+        let overload_error = offer == Offer::Accepted && {
+            let b = self.backend.spec();
+            let soft = match (b.soft_ceiling, b.soft_ceiling_full) {
+                (Some(on), Some(full)) => soft_error(on, full, self.backend.inside()),
+                _ => 0.0,
+            };
+            let p = 1.0 - (1.0 - b.failure_rate) * (1.0 - soft);
+            p > 0.0 && self.failure_rng.f64() < p
+        };
+        let client_error = offer == Offer::Accepted && !overload_error && {
             let rate = self.backend.spec().client_error_rate;
             rate > 0.0 && self.error_rng.f64() < rate
         };
@@ -495,6 +768,7 @@ impl<'a> Engine<'a> {
         r.start = t;
         r.generation = r.generation.wrapping_add(1);
         r.client_error = client_error;
+        r.overload_error = overload_error;
         r.backend_holds = offer != Offer::Dropped;
         let generation = r.generation;
         if offer == Offer::Rejected {
@@ -521,7 +795,7 @@ impl<'a> Engine<'a> {
         c.observe_limit(&mut self.decreases);
         if self.sc.demand.kind == DemandKind::Closed {
             if c.think == 0 {
-                c.waiting += 1;
+                c.ready();
             } else {
                 self.seq += 1;
                 let at = t.saturating_add(c.think);
@@ -545,6 +819,12 @@ impl<'a> Engine<'a> {
         if r.permit.is_some() {
             let latency = t - r.start;
             let client_error = r.client_error;
+            if r.overload_error {
+                let i = self.finish(slot, t, Outcome::Failure);
+                self.clients[i].cur.rejects += 1;
+                self.release_slot(slot);
+                return;
+            }
             // A client error says nothing about capacity: a success for the
             // limiter, but not goodput.
             let i = self.finish(slot, t, Outcome::Success);
@@ -586,7 +866,8 @@ impl<'a> Engine<'a> {
     }
 
     fn close_second(&mut self, t: u64) {
-        let (capacity, c_star) = capacity(self.sc, self.backend.spec());
+        let (capacity, c_star) =
+            capacity_between(self.sc, self.backend.spec(), t.saturating_sub(SECOND), t);
         let n = self.clients.len() as f64;
         let mut total = Second {
             capacity,
@@ -601,7 +882,7 @@ impl<'a> Engine<'a> {
             let mut s = std::mem::take(&mut c.cur);
             s.in_flight = c.area as f64 / SECOND as f64;
             c.area = 0;
-            let l = c.limiter.limit();
+            let l = c.admission.limit();
             s.limit = l as u64;
             s.capacity = capacity / n;
             s.c_star = c_star.map(|x| x / n);

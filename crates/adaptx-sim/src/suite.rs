@@ -219,7 +219,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            laws: Law::ALL.to_vec(),
+            laws: Law::DEFAULT.to_vec(),
             seeds: vec![0],
             baselines: false,
             full_oracle: false,
@@ -352,8 +352,11 @@ pub fn run(entries: Vec<Entry>, options: &Options) -> Suite {
             }
         }
     }
-    for i in 0..entries.len() {
+    for (i, e) in entries.iter().enumerate() {
         for &law in &options.laws {
+            if !law.applies_to(&e.scenario) {
+                continue;
+            }
             for &seed in &options.seeds {
                 jobs.push(Job::Law(i, law, seed));
             }
@@ -521,9 +524,14 @@ pub fn oracle_grid(cap: usize) -> Vec<usize> {
     g
 }
 
-/// The largest fixed limit worth trying: `max_limit`, and for a closed
-/// demand no more than the workers (a limit above them never binds).
+/// The largest fixed limit worth trying: `max_limit` (`max_rate` with a
+/// rate limiter, where the fixed limits are fixed rates), and for a closed
+/// demand through a concurrency limiter no more than the workers (a limit
+/// above them never binds).
 pub fn oracle_cap(sc: &Scenario) -> usize {
+    if let Some(r) = &sc.rate_limiter {
+        return usize::try_from(r.max_rate()).unwrap_or(usize::MAX).max(1);
+    }
     let m = sc.max_limit();
     match sc.demand.kind {
         DemandKind::Closed => m.min(sc.demand.workers.unwrap_or(1) as usize).max(1),
@@ -566,9 +574,18 @@ pub fn baselines(sc: &Scenario, seed: u64, full: bool) -> (Baselines, u64) {
         g
     };
     let clients = sc.demand.clients as f64;
-    let c_star = capacity(sc, &sc.backend)
-        .1
-        .map(|c| ((c / clients).round() as usize).max(1));
+    // With a rate limiter the fixed baselines are rates: "C*" is the
+    // backend's ceiling in requests per second.
+    let c_star = if sc.rate_limiter.is_some() {
+        let (cap, _) = capacity(sc, &sc.backend);
+        let good = (1.0 - sc.backend.client_error_rate) * (1.0 - sc.backend.failure_rate);
+        let rate = cap / good.max(f64::MIN_POSITIVE) / clients;
+        rate.is_finite().then(|| (rate.round() as usize).max(1))
+    } else {
+        capacity(sc, &sc.backend)
+            .1
+            .map(|c| ((c / clients).round() as usize).max(1))
+    };
     let cap = oracle_cap(sc);
     let grid = oracle_grid(cap);
     let mut best = (f64::NEG_INFINITY, 0usize);
