@@ -15,7 +15,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 11] = [
+pub const BUILTIN: [(&str, &str); 20] = [
     (
         "01-ramp.toml",
         include_str!("../../../scenarios/01-ramp.toml"),
@@ -59,6 +59,42 @@ pub const BUILTIN: [(&str, &str); 11] = [
     (
         "11-slow-backend.toml",
         include_str!("../../../scenarios/11-slow-backend.toml"),
+    ),
+    (
+        "12-rate-overload.toml",
+        include_str!("../../../scenarios/12-rate-overload.toml"),
+    ),
+    (
+        "13-rate-recovery.toml",
+        include_str!("../../../scenarios/13-rate-recovery.toml"),
+    ),
+    (
+        "14-rate-light-load.toml",
+        include_str!("../../../scenarios/14-rate-light-load.toml"),
+    ),
+    (
+        "15-rate-keyed.toml",
+        include_str!("../../../scenarios/15-rate-keyed.toml"),
+    ),
+    (
+        "16-demand-ramp.toml",
+        include_str!("../../../scenarios/16-demand-ramp.toml"),
+    ),
+    (
+        "17-soft-ceiling.toml",
+        include_str!("../../../scenarios/17-soft-ceiling.toml"),
+    ),
+    (
+        "18-random-failures.toml",
+        include_str!("../../../scenarios/18-random-failures.toml"),
+    ),
+    (
+        "19-unequal-clients.toml",
+        include_str!("../../../scenarios/19-unequal-clients.toml"),
+    ),
+    (
+        "20-floor-drop.toml",
+        include_str!("../../../scenarios/20-floor-drop.toml"),
     ),
 ];
 
@@ -507,6 +543,10 @@ fn checks(outcomes: &[Outcome], i: usize, options: &Options) -> Vec<Check> {
     out
 }
 
+/// At most this many fixed limits (+1) are tried between the best grid
+/// point's neighbours.
+pub const REFINE_POINTS: usize = 32;
+
 /// How close to the best goodput found a smaller fixed limit must come to be
 /// the oracle: 0.5 %.
 pub const ORACLE_TOLERANCE: f64 = 0.005;
@@ -559,7 +599,8 @@ fn point(limit: usize, r: &Run) -> SweepPoint {
 /// [`oracle_grid`] up to [`oracle_cap`] in increasing order and — unless
 /// `full` — stops climbing once three grid points in a row fail to beat the
 /// best goodput so far by 0.5 %; it then tries every limit between the best
-/// grid point's neighbours.
+/// grid point's neighbours (at most [`REFINE_POINTS`] of them, evenly spaced,
+/// where they are far apart).
 pub fn baselines(sc: &Scenario, seed: u64, full: bool) -> (Baselines, u64) {
     let mut tried: BTreeMap<usize, Run> = BTreeMap::new();
     let mut requests = 0u64;
@@ -612,7 +653,10 @@ pub fn baselines(sc: &Scenario, seed: u64, full: bool) -> (Baselines, u64) {
         grid[best_idx - 1] + 1
     };
     let hi = grid.get(best_idx + 1).map_or(cap, |&h| h - 1);
-    for l in lo..=hi {
+    // Every limit between them, or — where they are far apart, as fixed
+    // rates are — REFINE_POINTS evenly spaced ones.
+    let step = ((hi.saturating_sub(lo)) / REFINE_POINTS).max(1);
+    for l in (lo..=hi).step_by(step) {
         let g = eval(l, &mut tried);
         if g > best.0 || (g == best.0 && l < best.1) {
             best = (g, l);

@@ -45,7 +45,16 @@ fn the_shipped_scenarios_load() {
             "08-latency-step",
             "09-client-errors",
             "10-fairness",
-            "11-slow-backend"
+            "11-slow-backend",
+            "12-rate-overload",
+            "13-rate-recovery",
+            "14-rate-light-load",
+            "15-rate-keyed",
+            "16-demand-ramp",
+            "17-soft-ceiling",
+            "18-random-failures",
+            "19-unequal-clients",
+            "20-floor-drop"
         ]
     );
     assert!(
