@@ -76,10 +76,10 @@ mod sim;
 pub mod suite;
 mod time;
 
-pub use measure::{Policy, Run, Second};
+pub use measure::{Latencies, Policy, Run, Second};
 pub use scenario::{
-    BackendSpec, BandSpec, DEFAULT_REJECT_LATENCY, DEFAULT_TIMEOUT, DemandKind, DemandSpec, Law,
-    LimiterSpec, Metric, OverLimit, Scenario, ScenarioError, ScheduleEntry,
+    BackendSpec, BandSpec, DEFAULT_REJECT_LATENCY, DEFAULT_TIMEOUT, DemandKind, DemandSpec, Holds,
+    Law, LimiterSpec, Metric, OverLimit, Scenario, ScenarioError, ScheduleEntry,
 };
 pub use sim::{capacity, run};
 pub use time::{MILLISECOND, Nanos, SECOND, parse_duration};
