@@ -205,7 +205,9 @@ pub struct Options {
     /// Seeds to run each law with.
     pub seeds: Vec<u64>,
     /// Also run the fixed-limit baselines and the oracle sweep (on the first
-    /// seed only).
+    /// seed only) for the report. A scenario with a band that reads the
+    /// oracle ([`Metric::needs_oracle`]) has its sweep run on every seed
+    /// whatever this says.
     pub baselines: bool,
     /// Sweep every grid point of the oracle instead of stopping once the
     /// goodput stops improving.
@@ -590,6 +592,15 @@ fn point(limit: usize, r: &Run) -> SweepPoint {
 /// `full` — stops climbing once three grid points in a row fail to beat the
 /// best goodput so far by 0.5 %; it then tries every limit between the best
 /// grid point's neighbours.
+///
+/// The capped oracle is the same rule among the limits whose steady
+/// overload fraction is at most [`ORACLE_OVERLOAD_CAP`]: after the plain
+/// oracle, the sweep tries every limit between the grid points on either
+/// side of the best limit within the cap (about 0.45 × that limit more runs
+/// at most, none when the highest goodput tried is within the cap), and
+/// picks the smallest limit within the cap whose goodput is within
+/// [`ORACLE_TOLERANCE`] of the best within the cap. It is `None` when no
+/// limit tried is within the cap.
 pub fn baselines(sc: &Scenario, seed: u64, full: bool) -> (Baselines, u64) {
     let mut tried: BTreeMap<usize, Run> = BTreeMap::new();
     let mut requests = 0u64;
