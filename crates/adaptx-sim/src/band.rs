@@ -21,6 +21,16 @@
 //! taken conservatively: with the values ordered from worst to best for that
 //! bound, it is the one at index ⌊(n − 1)/2⌋ — for 10 seeds the 5th worst, so
 //! a median that passes means at least 6 of the 10 seeds pass.
+//!
+//! # What a metric reads
+//!
+//! An interval metric reads the whole seconds of the band's series (the
+//! totals, or client `client`'s) that overlap `[from, to)`; see
+//! [`Metric`] for the defaults. Percentiles merge the seconds' latency
+//! histograms ([`crate::Latencies`]), so they are exact to the histogram's
+//! precision over any range. Every fraction of capacity divides by the
+//! capacity of [`crate::capacity`], from the mean service time as simulated
+//! (`service_time × (1 + jitter)`); a client's capacity is its share.
 
 use crate::measure::{self, Run, Second, mean};
 use crate::scenario::{BandSpec, Law, Metric};

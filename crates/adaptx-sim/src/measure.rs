@@ -60,7 +60,8 @@ pub struct Second {
     /// 99th-percentile latency of the second's successes, ns (totals only).
     pub p99_ns: Option<u64>,
     /// Goodput ceiling during the second, per second (a client's share in a
-    /// client's series).
+    /// client's series), from the mean service time as simulated: see
+    /// [`crate::capacity`].
     pub capacity: f64,
     /// Best concurrency C* during the second, if the backend has one (a
     /// client's share in a client's series).
