@@ -286,7 +286,9 @@ const BUCKETS: usize = ((64 - SUB_BITS) as usize + 1) * SUB as usize;
 /// latency reads exactly.
 #[derive(Debug, Clone)]
 pub(crate) struct Hist {
-    counts: Box<[u32]>,
+    /// u64: a range of an hour-long run can put more than 2³² successes in
+    /// one bucket.
+    counts: Box<[u64]>,
     n: u64,
     min: u64,
     max: u64,
@@ -344,8 +346,9 @@ impl Hist {
             .iter()
             .zip(span.clone())
             .filter(|(c, _)| **c > 0)
-            // BUCKETS < 2^16 (checked by a test).
-            .map(|(&c, i)| (i as u16, c))
+            // BUCKETS ≤ 2^16 (checked by a test); one second's count of
+            // one bucket fits a u32 at any simulated rate.
+            .map(|(&c, i)| (i as u16, u32::try_from(c).unwrap_or(u32::MAX)))
             .collect();
         self.counts[span].fill(0);
         let out = Latencies {
@@ -365,7 +368,7 @@ impl Hist {
             return;
         }
         for &(i, c) in &*l.buckets {
-            self.counts[usize::from(i)] += c;
+            self.counts[usize::from(i)] += u64::from(c);
             self.n += u64::from(c);
         }
         self.min = self.min.min(l.min);
@@ -380,7 +383,7 @@ impl Hist {
         let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
         let mut seen = 0u64;
         for (i, &c) in self.counts.iter().enumerate() {
-            seen += u64::from(c);
+            seen += c;
             if seen >= rank {
                 return Some(Self::value(i).clamp(self.min, self.max));
             }
