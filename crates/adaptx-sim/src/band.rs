@@ -21,84 +21,89 @@
 //! taken conservatively: with the values ordered from worst to best for that
 //! bound, it is the one at index ⌊(n − 1)/2⌋ — for 10 seeds the 5th worst, so
 //! a median that passes means at least 6 of the 10 seeds pass.
+//!
+//! # What a metric reads
+//!
+//! An interval metric reads the whole seconds of the band's series (the
+//! totals, or client `client`'s) that overlap `[from, to)`; see
+//! [`Metric`] for the defaults. Percentiles merge the seconds' latency
+//! histograms ([`crate::Latencies`]), so they are exact to the histogram's
+//! precision over any range. Every fraction of capacity divides by the
+//! capacity of [`crate::capacity`], from the mean service time as simulated
+//! (`service_time × (1 + jitter)`); a client's capacity is its share.
 
-use crate::measure::{Run, mean};
+use crate::measure::{self, Run, Second, mean};
 use crate::scenario::{BandSpec, Law, Metric};
 use crate::time::SECOND;
 
 /// How much looser the worst seed's bound is than the median's.
 pub const WORST_SEED_FACTOR: f64 = 1.5;
 
-/// The value of `band`'s metric for `run`. `reference` is the run of the
-/// band's reference scenario with the same law and seed, for
-/// [`Metric::ReferenceDeviation`]. NaN or infinite when the metric has no
-/// value (for example a limit that never reaches its threshold is an
-/// infinite time-to).
-pub fn metric(run: &Run, band: &BandSpec, reference: Option<&Run>) -> f64 {
+/// The other runs a band may read, all with the same law (for the
+/// reference) and seed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Refs<'a> {
+    /// The run of the band's `reference` scenario, for
+    /// [`Metric::ReferenceDeviation`].
+    pub reference: Option<&'a Run>,
+    /// The oracle's run, for [`Metric::GoodputVsOracle`].
+    pub oracle: Option<&'a Run>,
+    /// The capped oracle's run, for [`Metric::GoodputVsCappedOracle`].
+    pub capped_oracle: Option<&'a Run>,
+}
+
+/// The value of `band`'s metric for `run`, reading the other runs of `refs`
+/// that the metric needs. NaN or infinite when the metric has no value (for
+/// example a limit that never reaches its threshold is an infinite
+/// time-to; a missing oracle is NaN).
+pub fn metric(run: &Run, band: &BandSpec, refs: &Refs<'_>) -> f64 {
     let secs = |d: Option<crate::time::Nanos>| d.map_or(0, |d| d.0);
+    let series = run.series(band.client);
     match band.metric {
-        Metric::Goodput => run.goodput_fraction(),
-        Metric::MeanLimit => run.mean_limit(),
-        Metric::MaxLimit => {
-            let to = band.to.map_or(u64::MAX, |d| d.0);
-            run.between(secs(band.from), to)
-                .iter()
-                .map(|s| s.limit_max)
-                .max()
-                .map_or(f64::NAN, |v| v as f64)
-        }
+        m @ (Metric::Goodput
+        | Metric::MeanLimit
+        | Metric::MaxLimit
+        | Metric::OverloadFraction
+        | Metric::ShedFraction
+        | Metric::P50Ms
+        | Metric::P99Ms) => measure_of(m, interval(run, band)),
         Metric::LimitDecreases => run.decreases as f64,
         Metric::LimitGrowth => {
             run.seconds.last().map_or(f64::NAN, |s| s.limit as f64) - run.initial_limit as f64
         }
-        Metric::OverloadFraction => run.overload_fraction(),
-        Metric::ShedFraction => {
-            let arrivals: u64 = run.seconds.iter().map(|s| s.arrivals).sum();
-            let shed: u64 = run.seconds.iter().map(|s| s.shed).sum();
-            if arrivals == 0 {
-                0.0
-            } else {
-                shed as f64 / arrivals as f64
-            }
-        }
-        Metric::P50Ms => run.steady_p50_ns.map_or(f64::NAN, |v| v as f64 / 1e6),
-        Metric::P99Ms => run.steady_p99_ns.map_or(f64::NAN, |v| v as f64 / 1e6),
         Metric::TimeToLimitAtMost | Metric::TimeToLimitAtLeast => {
-            let after = secs(band.after);
             let th = band.threshold.unwrap_or(f64::NAN);
             let at_most = band.metric == Metric::TimeToLimitAtMost;
-            time_to(run, after, |s| {
-                let l = s.limit as f64;
+            time_until(series, secs(band.after), 1, |w| {
+                let l = w[0].limit as f64;
                 if at_most { l <= th } else { l >= th }
             })
         }
         Metric::RecoveryTime => {
             let base = mean(
-                run.between(secs(band.baseline_from), secs(band.baseline_to))
+                between(series, secs(band.baseline_from), secs(band.baseline_to))
                     .iter()
                     .map(|s| s.goodput as f64),
             );
             let want = band.fraction.unwrap_or(f64::NAN) * base;
-            time_to(run, secs(band.after), |s| s.goodput as f64 >= want)
+            time_until(series, secs(band.after), 1, |w| w[0].goodput as f64 >= want)
         }
         Metric::MeanLimitRatio => {
-            let m = |a, b| mean(run.between(a, b).iter().map(|s| s.limit as f64));
+            let m = |a, b| measure::mean_limit(between(series, a, b));
             m(secs(band.from), secs(band.to)) / m(secs(band.baseline_from), secs(band.baseline_to))
         }
-        Metric::ReferenceDeviation => match reference {
+        Metric::ReferenceDeviation => match refs.reference {
             Some(r) => (run.mean_limit() / r.mean_limit() - 1.0).abs(),
             None => f64::NAN,
         },
         Metric::ClientShareMin | Metric::ClientShareMax => {
-            let from = run.steady_from;
-            let per: Vec<f64> = run
-                .clients
-                .iter()
+            let per: Vec<f64> = (0..run.clients.len())
                 .map(|c| {
-                    c[from.min(c.len())..]
-                        .iter()
-                        .map(|s| s.goodput)
-                        .sum::<u64>() as f64
+                    let b = BandSpec {
+                        client: Some(c),
+                        ..band.clone()
+                    };
+                    goodput(interval(run, &b)) as f64
                 })
                 .collect();
             let fair = per.iter().sum::<f64>() / per.len() as f64;
@@ -110,19 +115,92 @@ pub fn metric(run: &Run, band: &BandSpec, reference: Option<&Run>) -> f64 {
             pick / fair
         }
         Metric::InvariantViolations => run.seconds.iter().map(|s| s.violations).sum::<u64>() as f64,
+        Metric::WorstGoodput => {
+            let k = window(band);
+            interval(run, band)
+                .windows(k)
+                .map(measure::goodput_fraction)
+                .fold(f64::NAN, f64::min)
+        }
+        Metric::TimeUntil => match &band.holds {
+            Some(h) => time_until(series, secs(band.after), window(band), |w| {
+                h.accepts(measure_of(h.measure, w))
+            }),
+            None => f64::NAN,
+        },
+        Metric::GoodputVsOracle | Metric::GoodputVsCappedOracle => {
+            let oracle = if band.metric == Metric::GoodputVsOracle {
+                refs.oracle
+            } else {
+                refs.capped_oracle
+            };
+            match oracle {
+                Some(o) => goodput(interval(run, band)) as f64 / goodput(interval(o, band)) as f64,
+                None => f64::NAN,
+            }
+        }
     }
 }
 
-/// Seconds from `after` to the end of the first second that ends after
-/// `after` and satisfies `ok`; infinite if none does.
-fn time_to(run: &Run, after: u64, ok: impl Fn(&crate::measure::Second) -> bool) -> f64 {
-    for (k, s) in run.seconds.iter().enumerate() {
-        let end = (k as u64 + 1) * SECOND;
-        if end > after && ok(s) {
-            return (end - after) as f64 / SECOND as f64;
-        }
+/// The seconds a band's interval metric reads: the band's series (a
+/// client's or the totals) over `[from, to)`, with the metric's defaults.
+fn interval<'r>(run: &'r Run, band: &BandSpec) -> &'r [Second] {
+    let from = match band.from {
+        Some(f) => f.0,
+        None if band.metric.whole_run_default() => 0,
+        None => run.steady_from as u64 * SECOND,
+    };
+    let to = band.to.map_or(u64::MAX, |d| d.0);
+    between(run.series(band.client), from, to)
+}
+
+/// The whole seconds of `series` that overlap `[from, to)`.
+fn between(series: &[Second], from: u64, to: u64) -> &[Second] {
+    &series[measure::range(series.len(), from, to)]
+}
+
+/// The band's window in whole seconds (default 1).
+fn window(band: &BandSpec) -> usize {
+    band.window.map_or(1, |w| (w.0 / SECOND).max(1) as usize)
+}
+
+fn goodput(seconds: &[Second]) -> u64 {
+    seconds.iter().map(|s| s.goodput).sum()
+}
+
+/// The interval metric `m` over `seconds` (a metric that is not one is
+/// NaN; validation keeps them out).
+fn measure_of(m: Metric, seconds: &[Second]) -> f64 {
+    let ms = |v: Option<u64>| v.map_or(f64::NAN, |v| v as f64 / 1e6);
+    match m {
+        Metric::Goodput => measure::goodput_fraction(seconds),
+        Metric::MeanLimit => measure::mean_limit(seconds),
+        Metric::MaxLimit => seconds
+            .iter()
+            .map(|s| s.limit_max)
+            .max()
+            .map_or(f64::NAN, |v| v as f64),
+        Metric::OverloadFraction => measure::overload_fraction(seconds),
+        Metric::ShedFraction => measure::shed_fraction(seconds),
+        Metric::P50Ms => ms(measure::quantile(seconds, 0.5)),
+        Metric::P99Ms => ms(measure::quantile(seconds, 0.99)),
+        _ => f64::NAN,
     }
-    f64::INFINITY
+}
+
+/// Seconds from `after` to the end of the first `k`-second window of
+/// `series` whose seconds all end after `after` and for which `ok` holds;
+/// infinite if none does.
+fn time_until(series: &[Second], after: u64, k: usize, ok: impl Fn(&[Second]) -> bool) -> f64 {
+    // Second j ends at (j + 1) s, after `after` from j = ⌊after / 1 s⌋ on.
+    let first = ((after / SECOND) as usize).min(series.len());
+    match series[first..].windows(k).position(ok) {
+        Some(p) => {
+            let end = (first + p + k) as u64 * SECOND;
+            (end - after) as f64 / SECOND as f64
+        }
+        None => f64::INFINITY,
+    }
 }
 
 /// A band bound.

@@ -25,10 +25,13 @@
 //!   are `Outcome::Success`, rejections and timeouts `Outcome::Failure`, with
 //!   latency measured on the virtual clock.
 //! - **Measures**, per second and per run ([`Second`], [`Run`]): limit,
-//!   in-flight, goodput, overload failures, shed, p50/p99 of successes,
-//!   capacity and C*; summaries over the *steady* interval.
+//!   in-flight, goodput, overload failures, shed, p50/p99 of successes
+//!   (and their histogram, [`Latencies`]), capacity and C*; summaries over
+//!   the *steady* interval.
 //! - **Bands** ([`band`]): each scenario file carries pass bands per law,
-//!   checked on the median of seeds 0–9 and, 1.5× looser, on the worst.
+//!   checked on the median of seeds 0–9 and, 1.5× looser, on the worst. A
+//!   band measures any interval of the run, the totals or one client, and
+//!   may compare a law with the oracles (the best fixed limits, [`suite`]).
 //!
 //! The engine ([`run`]) handles each event in `O(log n)` and simulates
 //! several million requests per second of real time on one core in release
@@ -79,11 +82,11 @@ pub mod suite;
 mod time;
 
 pub use demand::{ClientSpec, DemandChange};
-pub use measure::{Policy, Run, Second};
+pub use measure::{Latencies, Policy, Run, Second};
 pub use rate::RateLimiterSpec;
 pub use scenario::{
-    BackendSpec, BandSpec, DEFAULT_REJECT_LATENCY, DEFAULT_TIMEOUT, DemandKind, DemandSpec, Law,
-    LimiterSpec, Metric, OverLimit, Scenario, ScenarioError, ScheduleEntry,
+    BackendSpec, BandSpec, DEFAULT_REJECT_LATENCY, DEFAULT_TIMEOUT, DemandKind, DemandSpec, Holds,
+    Law, LimiterSpec, Metric, OverLimit, Scenario, ScenarioError, ScheduleEntry,
 };
 pub use sim::{capacity, capacity_between, run};
 pub use time::{MILLISECOND, Nanos, SECOND, parse_duration};

@@ -25,6 +25,7 @@ Summary columns (steady state: from the later of half the run and 30 s after
 the last schedule change):
   gp/capacity  goodput as a fraction of the backend's goodput ceiling
   gp/oracle    goodput as a fraction of the best fixed limit's (--baselines)
+  gp/oracle≤2%  the same, of the best fixed limit with overload <= 2 %
   p99 ms       99th-percentile latency of successful requests
   overload     rejections + timeouts, and their share of requests sent
   mean limit   mean limit (summed over clients) and its ratio to C*

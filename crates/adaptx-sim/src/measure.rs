@@ -1,6 +1,8 @@
 //! What a run measures: one [`Second`] per second of virtual time, per client
 //! and in total, and the summaries the report and the bands read.
 
+use std::ops::Range;
+
 use crate::scenario::Law;
 use crate::time::SECOND;
 
@@ -58,13 +60,17 @@ pub struct Second {
     /// 99th-percentile latency of the second's successes, ns (totals only).
     pub p99_ns: Option<u64>,
     /// Goodput ceiling during the second, per second (a client's share in a
-    /// client's series).
+    /// client's series), from the mean service time as simulated: see
+    /// [`crate::capacity`].
     pub capacity: f64,
     /// Best concurrency C* during the second, if the backend has one (a
     /// client's share in a client's series).
     pub c_star: Option<f64>,
     /// Invariant violations seen during the second.
     pub violations: u64,
+    /// The latencies of the second's successes (totals only): what a range's
+    /// percentiles are computed from.
+    pub latency: Latencies,
 }
 
 impl Second {
@@ -72,6 +78,109 @@ impl Second {
     pub fn overload(&self) -> u64 {
         self.rejects + self.timeouts
     }
+}
+
+/// The latencies of one second's successes, in the buckets of the run's
+/// log-linear histogram (exact below 256 ns, buckets at most 1/128 of the
+/// value wide above), keeping only the buckets that hold a sample, and the
+/// exact minimum and maximum.
+///
+/// Merging the seconds of a range gives exactly the histogram of every
+/// success in the range, so a range's percentile is exact to the
+/// histogram's precision (within 0.8 %, and exact for a flat latency) — it
+/// is not an average of per-second percentiles.
+///
+/// # Cost
+///
+/// 8 bytes per non-empty bucket plus 32 bytes per second. A 50 ms latency
+/// with 10 % exponential jitter fills about 60 buckets a second at any
+/// rate, so about 0.5 kB per second of virtual time: 1.8 MB for an hour
+/// (totals only; the clients' series carry none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Latencies {
+    /// (bucket, count), in bucket order.
+    buckets: Box<[(u16, u32)]>,
+    min: u64,
+    max: u64,
+}
+
+impl Latencies {
+    /// The latencies `values` (ns), bucketed.
+    pub fn from_values(values: impl IntoIterator<Item = u64>) -> Self {
+        let mut h = Hist::new();
+        for v in values {
+            h.record(v);
+        }
+        h.take()
+    }
+
+    /// Number of latencies.
+    pub fn len(&self) -> u64 {
+        self.buckets.iter().map(|&(_, c)| u64::from(c)).sum()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.buckets.is_empty()
+    }
+
+    /// Bytes held on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of_val(&*self.buckets)
+    }
+}
+
+/// The `q` quantile (lower nearest rank) of the latencies of every success
+/// in `seconds`, ns; `None` if there are none.
+pub(crate) fn quantile(seconds: &[Second], q: f64) -> Option<u64> {
+    let mut h = Hist::new();
+    for s in seconds {
+        h.add(&s.latency);
+    }
+    h.quantile(q)
+}
+
+/// Goodput over `seconds` as a fraction of their capacity.
+pub(crate) fn goodput_fraction(seconds: &[Second]) -> f64 {
+    let cap: f64 = seconds.iter().map(|s| s.capacity).sum();
+    seconds.iter().map(|s| s.goodput).sum::<u64>() as f64 / cap
+}
+
+/// Overload failures over `seconds` as a fraction of requests sent; 0 if
+/// none was sent.
+pub(crate) fn overload_fraction(seconds: &[Second]) -> f64 {
+    let sent: u64 = seconds.iter().map(|s| s.sent).sum();
+    let bad: u64 = seconds.iter().map(Second::overload).sum();
+    if sent == 0 {
+        0.0
+    } else {
+        bad as f64 / sent as f64
+    }
+}
+
+/// Arrivals shed over `seconds` as a fraction of arrivals; 0 if none
+/// arrived.
+pub(crate) fn shed_fraction(seconds: &[Second]) -> f64 {
+    let arrivals: u64 = seconds.iter().map(|s| s.arrivals).sum();
+    let shed: u64 = seconds.iter().map(|s| s.shed).sum();
+    if arrivals == 0 {
+        0.0
+    } else {
+        shed as f64 / arrivals as f64
+    }
+}
+
+/// Mean over `seconds` of the closing limit.
+pub(crate) fn mean_limit(seconds: &[Second]) -> f64 {
+    mean(seconds.iter().map(|s| s.limit as f64))
+}
+
+/// Indices of the whole seconds that overlap `[from, to)` (ns) in a series
+/// of `n` seconds.
+pub(crate) fn range(n: usize, from: u64, to: u64) -> Range<usize> {
+    let a = ((from / SECOND) as usize).min(n);
+    let b = (to.div_ceil(SECOND) as usize).clamp(a, n);
+    a..b
 }
 
 /// The result of one run of one scenario with one policy and seed.
@@ -114,9 +223,7 @@ impl Run {
 
     /// Steady goodput as a fraction of steady capacity.
     pub fn goodput_fraction(&self) -> f64 {
-        let s = self.steady();
-        let cap: f64 = s.iter().map(|s| s.capacity).sum();
-        s.iter().map(|s| s.goodput).sum::<u64>() as f64 / cap
+        goodput_fraction(self.steady())
     }
 
     /// Steady goodput per second.
@@ -126,7 +233,7 @@ impl Run {
 
     /// Steady mean of the closing limit.
     pub fn mean_limit(&self) -> f64 {
-        mean(self.steady().iter().map(|s| s.limit as f64))
+        mean_limit(self.steady())
     }
 
     /// Steady mean of C*, if the backend has one.
@@ -138,14 +245,7 @@ impl Run {
 
     /// Steady overload failures as a fraction of requests sent.
     pub fn overload_fraction(&self) -> f64 {
-        let s = self.steady();
-        let sent: u64 = s.iter().map(|s| s.sent).sum();
-        let bad: u64 = s.iter().map(Second::overload).sum();
-        if sent == 0 {
-            0.0
-        } else {
-            bad as f64 / sent as f64
-        }
+        overload_fraction(self.steady())
     }
 
     /// Steady overload failures.
@@ -155,10 +255,16 @@ impl Run {
 
     /// Seconds in `[from, to)` (whole seconds, clamped to the run).
     pub fn between(&self, from: u64, to: u64) -> &[Second] {
-        let n = self.seconds.len();
-        let a = ((from / SECOND) as usize).min(n);
-        let b = (to.div_ceil(SECOND) as usize).clamp(a, n);
-        &self.seconds[a..b]
+        &self.seconds[range(self.seconds.len(), from, to)]
+    }
+
+    /// The series a band reads: client `client`'s, or the totals; empty for
+    /// a client the run does not have.
+    pub fn series(&self, client: Option<usize>) -> &[Second] {
+        match client {
+            None => &self.seconds,
+            Some(c) => self.clients.get(c).map_or(&[], Vec::as_slice),
+        }
     }
 }
 
@@ -180,7 +286,9 @@ const BUCKETS: usize = ((64 - SUB_BITS) as usize + 1) * SUB as usize;
 /// latency reads exactly.
 #[derive(Debug, Clone)]
 pub(crate) struct Hist {
-    counts: Box<[u32]>,
+    /// u64: a range of an hour-long run can put more than 2³² successes in
+    /// one bucket.
+    counts: Box<[u64]>,
     n: u64,
     min: u64,
     max: u64,
@@ -227,13 +335,44 @@ impl Hist {
         self.max = self.max.max(v);
     }
 
-    pub(crate) fn clear(&mut self) {
-        if self.n > 0 {
-            self.counts.fill(0);
-            self.n = 0;
-            self.min = u64::MAX;
-            self.max = 0;
+    /// The histogram's buckets as [`Latencies`]; leaves it empty. Scans only
+    /// the buckets between the minimum's and the maximum's.
+    pub(crate) fn take(&mut self) -> Latencies {
+        if self.n == 0 {
+            return Latencies::default();
         }
+        let span = Self::index(self.min)..=Self::index(self.max);
+        let buckets = self.counts[span.clone()]
+            .iter()
+            .zip(span.clone())
+            .filter(|(c, _)| **c > 0)
+            // BUCKETS ≤ 2^16 (checked by a test); one second's count of
+            // one bucket fits a u32 at any simulated rate.
+            .map(|(&c, i)| (i as u16, u32::try_from(c).unwrap_or(u32::MAX)))
+            .collect();
+        self.counts[span].fill(0);
+        let out = Latencies {
+            buckets,
+            min: self.min,
+            max: self.max,
+        };
+        self.n = 0;
+        self.min = u64::MAX;
+        self.max = 0;
+        out
+    }
+
+    /// Adds the latencies of `l`.
+    pub(crate) fn add(&mut self, l: &Latencies) {
+        if l.is_empty() {
+            return;
+        }
+        for &(i, c) in &*l.buckets {
+            self.counts[usize::from(i)] += u64::from(c);
+            self.n += u64::from(c);
+        }
+        self.min = self.min.min(l.min);
+        self.max = self.max.max(l.max);
     }
 
     /// The `q` quantile, lower nearest rank (the ⌈q·n⌉-th smallest).
@@ -244,7 +383,7 @@ impl Hist {
         let rank = ((q * self.n as f64).ceil() as u64).clamp(1, self.n);
         let mut seen = 0u64;
         for (i, &c) in self.counts.iter().enumerate() {
-            seen += u64::from(c);
+            seen += c;
             if seen >= rank {
                 return Some(Self::value(i).clamp(self.min, self.max));
             }
@@ -277,6 +416,34 @@ mod tests {
             let back = Hist::value(i);
             let err = (back as f64 - v as f64).abs() / (v.max(1) as f64);
             assert!(err <= 1.0 / 128.0, "{v} -> {back}");
+        }
+    }
+
+    #[test]
+    fn bucket_indices_fit_in_u16() {
+        assert!(BUCKETS <= usize::from(u16::MAX) + 1);
+        assert_eq!(Hist::index(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn merged_seconds_read_as_one_histogram() {
+        let values: Vec<u64> = (0..3000u64).map(|v| 40_000_000 + v * v * 7).collect();
+        let mut whole = Hist::new();
+        let mut part = Hist::new();
+        let mut merged = Hist::new();
+        for chunk in values.chunks(700) {
+            for &v in chunk {
+                whole.record(v);
+                part.record(v);
+            }
+            let l = part.take();
+            assert_eq!(l.len(), chunk.len() as u64);
+            merged.add(&l);
+        }
+        assert_eq!(part.n, 0);
+        assert!(part.counts.iter().all(|&c| c == 0));
+        for q in [0.0, 0.01, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(merged.quantile(q), whole.quantile(q), "q = {q}");
         }
     }
 

@@ -90,11 +90,12 @@ fn rows(o: &Outcome, seed: u64) -> Vec<Row> {
     rows
 }
 
-const SUMMARY_HEADER: [&str; 9] = [
+const SUMMARY_HEADER: [&str; 10] = [
     "scenario",
     "policy",
     "gp/capacity",
     "gp/oracle",
+    "gp/oracle≤2%",
     "p99 ms",
     "overload",
     "overload %",
@@ -110,7 +111,23 @@ fn summary_rows(suite: &Suite) -> Vec<Vec<String>> {
             Some(Ok(b)) => Some(b.oracle.steady_goodput()),
             _ => None,
         };
-        for (k, row) in rows(o, seed).iter().enumerate() {
+        let capped = match &o.baselines {
+            Some(Ok(b)) => b.capped_oracle.as_ref(),
+            _ => None,
+        };
+        let mut rows = rows(o, seed);
+        if let Some(r) = capped.filter(|r| r.seed == seed) {
+            if let crate::measure::Policy::Fixed(l) = r.policy {
+                rows.push(Row {
+                    label: format!("oracle ≤2% (fixed {l})"),
+                    run: r.clone(),
+                });
+            }
+        }
+        let ratio = |g: Option<f64>, r: &Run| {
+            g.map_or("-".into(), |g| format!("{:.3}", r.steady_goodput() / g))
+        };
+        for (k, row) in rows.iter().enumerate() {
             let r = &row.run;
             let sent: u64 = r.steady().iter().map(|s| s.sent).sum();
             out.push(vec![
@@ -121,7 +138,8 @@ fn summary_rows(suite: &Suite) -> Vec<Vec<String>> {
                 },
                 row.label.clone(),
                 format!("{:.3}", r.goodput_fraction()),
-                oracle.map_or("-".into(), |g| format!("{:.3}", r.steady_goodput() / g)),
+                ratio(oracle, r),
+                ratio(capped.map(Run::steady_goodput), r),
                 r.steady_p99_ns
                     .map_or("-".into(), |v| format!("{:.1}", v as f64 / 1e6)),
                 r.steady_overload().to_string(),
@@ -277,6 +295,9 @@ pub fn write_csv(suite: &Suite, dir: &Path) -> io::Result<usize> {
                 write(r, &policy_tag(r))?;
             }
             write(&b.oracle, "oracle")?;
+            if let Some(c) = &b.capped_oracle {
+                write(c, "capped-oracle")?;
+            }
         }
     }
     Ok(n)

@@ -321,31 +321,61 @@ impl fmt::Display for Law {
 /// the later of half the run and 30 s after the last schedule change, to the
 /// end. With several clients, "limit" is the sum of the clients' limits
 /// unless said otherwise.
+///
+/// # Intervals and clients
+///
+/// The *interval metrics* — `goodput`, `mean_limit`, `max_limit`,
+/// `overload_fraction`, `shed_fraction`, `p50_ms`, `p99_ms`,
+/// `client_share_min`/`max`, `worst_goodput` and the `goodput_vs_*` ones —
+/// take optional `from` and `to`: the measured interval is every whole second
+/// overlapping `[from, to)`. Left out, `from` is the start of the steady
+/// interval (of the run for `max_limit` and `shed_fraction`) and `to` the
+/// end of the run.
+///
+/// `client = k` (0-based) measures client k's series instead of the totals,
+/// for every interval metric except the percentiles (latency is recorded
+/// for the totals only) and the client shares, and for the time-to metrics.
+/// A client's capacity is its share, capacity / clients.
+///
+/// # Capacity
+///
+/// Every ratio to capacity (here and in the report) uses the capacity of
+/// [`crate::capacity`]: from the *mean* of the service time as simulated,
+/// `service_time × (1 + jitter)` (the base plus an exponential term of mean
+/// `jitter × service_time`), so a fixed limit of C* on a rejecting ceiling
+/// serves it in full, jitter included (tested in `tests/capacity.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
-    /// Steady goodput as a fraction of steady capacity.
+    /// Goodput over the interval (default steady) as a fraction of capacity
+    /// over it.
     Goodput,
-    /// Steady mean of the limit at the end of each second.
+    /// Mean over the interval (default steady) of the limit at the end of
+    /// each second.
     MeanLimit,
-    /// The highest limit of any client at any instant in `[from, to)`
+    /// The highest limit of any client at any instant in the interval
     /// (default: the whole run).
     MaxLimit,
     /// How many times any client's limit went down during the run.
     LimitDecreases,
     /// Limit at the end of the run minus the initial limit.
     LimitGrowth,
-    /// Steady overload failures (rejections and timeouts) as a fraction of
-    /// the requests sent.
+    /// Overload failures (rejections and timeouts) over the interval
+    /// (default steady) as a fraction of the requests sent.
     OverloadFraction,
-    /// Arrivals shed (no free permit) as a fraction of all arrivals, whole run.
+    /// Arrivals shed (no free permit) as a fraction of all arrivals over the
+    /// interval (default: the whole run).
     ShedFraction,
-    /// Steady median latency of successful requests, in milliseconds.
+    /// Median latency of the successes over the interval (default steady),
+    /// in milliseconds.
     P50Ms,
-    /// Steady 99th-percentile latency of successful requests, in milliseconds.
+    /// 99th-percentile latency of the successes over the interval (default
+    /// steady), in milliseconds.
     P99Ms,
     /// Seconds from `after` to the end of the first second (ending after
     /// `after`) whose closing limit is ≤ `threshold`; infinite if never.
+    /// The same as `time_until` with `holds = { measure = "mean_limit", max
+    /// = threshold }`.
     TimeToLimitAtMost,
     /// As `time_to_limit_at_most`, for a limit ≥ `threshold`.
     TimeToLimitAtLeast,
@@ -359,14 +389,30 @@ pub enum Metric {
     /// `|L̄ / L̄_ref − 1|`: how far the steady mean limit is from the steady
     /// mean limit of the `reference` scenario run with the same law and seed.
     ReferenceDeviation,
-    /// The smallest client's steady goodput divided by the fair share (total
-    /// steady goodput / clients).
+    /// The smallest client's goodput over the interval (default steady)
+    /// divided by the fair share (total goodput / clients).
     ClientShareMin,
-    /// The largest client's steady goodput divided by the fair share.
+    /// The largest client's goodput over the interval divided by the fair
+    /// share.
     ClientShareMax,
     /// Seconds in which a limit was outside `[min_limit, max_limit]`, or
     /// in-flight exceeded `max_limit`, or a measure was not finite.
     InvariantViolations,
+    /// The lowest goodput over any `window`-second window (whole seconds)
+    /// inside the interval (default steady), as a fraction of the capacity
+    /// over that window.
+    WorstGoodput,
+    /// Seconds from `after` to the end of the first `window`-second window
+    /// (default 1 s) whose seconds all end after `after` and over which the
+    /// measure of `holds` is within its bounds; infinite if never.
+    TimeUntil,
+    /// Goodput over the interval (default steady) divided by the oracle's
+    /// (the best fixed limit, see [`crate::suite::baselines`]) over the same
+    /// interval, the oracle run on the same seed.
+    GoodputVsOracle,
+    /// As `goodput_vs_oracle`, against the best fixed limit whose steady
+    /// overload fraction is ≤ [`crate::suite::ORACLE_OVERLOAD_CAP`].
+    GoodputVsCappedOracle,
 }
 
 /// A band parameter: which field of [`BandSpec`] a metric reads.
@@ -380,9 +426,26 @@ enum Param {
     Threshold,
     Fraction,
     Reference,
+    Window,
+    Client,
+    Holds,
 }
 
 impl Param {
+    const ALL: [Param; 11] = [
+        Param::After,
+        Param::From,
+        Param::To,
+        Param::BaselineFrom,
+        Param::BaselineTo,
+        Param::Threshold,
+        Param::Fraction,
+        Param::Reference,
+        Param::Window,
+        Param::Client,
+        Param::Holds,
+    ];
+
     fn name(self) -> &'static str {
         match self {
             Param::After => "after",
@@ -393,11 +456,25 @@ impl Param {
             Param::Threshold => "threshold",
             Param::Fraction => "fraction",
             Param::Reference => "reference",
+            Param::Window => "window",
+            Param::Client => "client",
+            Param::Holds => "holds",
         }
     }
 }
 
 impl Metric {
+    /// The measures a `time_until`'s `holds` can test over a window.
+    pub const HOLDS_MEASURES: [Metric; 7] = [
+        Metric::Goodput,
+        Metric::OverloadFraction,
+        Metric::ShedFraction,
+        Metric::MeanLimit,
+        Metric::MaxLimit,
+        Metric::P50Ms,
+        Metric::P99Ms,
+    ];
+
     /// The metric's name as written in a file.
     pub fn name(self) -> &'static str {
         match self {
@@ -418,19 +495,52 @@ impl Metric {
             Metric::ClientShareMin => "client_share_min",
             Metric::ClientShareMax => "client_share_max",
             Metric::InvariantViolations => "invariant_violations",
+            Metric::WorstGoodput => "worst_goodput",
+            Metric::TimeUntil => "time_until",
+            Metric::GoodputVsOracle => "goodput_vs_oracle",
+            Metric::GoodputVsCappedOracle => "goodput_vs_capped_oracle",
         }
+    }
+
+    /// Whether the metric reads the oracle sweep of its seed.
+    pub fn needs_oracle(self) -> bool {
+        matches!(
+            self,
+            Metric::GoodputVsOracle | Metric::GoodputVsCappedOracle
+        )
+    }
+
+    /// Whether the metric's interval defaults to the whole run rather than
+    /// the steady interval.
+    pub fn whole_run_default(self) -> bool {
+        matches!(self, Metric::MaxLimit | Metric::ShedFraction)
     }
 
     /// (required, optional) parameters.
     fn params(self) -> (&'static [Param], &'static [Param]) {
         use Param::*;
         match self {
-            Metric::MaxLimit => (&[], &[From, To]),
-            Metric::TimeToLimitAtMost | Metric::TimeToLimitAtLeast => (&[After, Threshold], &[]),
-            Metric::RecoveryTime => (&[After, Fraction, BaselineFrom, BaselineTo], &[]),
-            Metric::MeanLimitRatio => (&[From, To, BaselineFrom, BaselineTo], &[]),
+            Metric::Goodput
+            | Metric::MeanLimit
+            | Metric::MaxLimit
+            | Metric::OverloadFraction
+            | Metric::ShedFraction
+            | Metric::GoodputVsOracle
+            | Metric::GoodputVsCappedOracle => (&[], &[From, To, Client]),
+            Metric::P50Ms | Metric::P99Ms | Metric::ClientShareMin | Metric::ClientShareMax => {
+                (&[], &[From, To])
+            }
+            Metric::WorstGoodput => (&[Window], &[From, To, Client]),
+            Metric::TimeUntil => (&[After, Holds], &[Window, Client]),
+            Metric::TimeToLimitAtMost | Metric::TimeToLimitAtLeast => {
+                (&[After, Threshold], &[Client])
+            }
+            Metric::RecoveryTime => (&[After, Fraction, BaselineFrom, BaselineTo], &[Client]),
+            Metric::MeanLimitRatio => (&[From, To, BaselineFrom, BaselineTo], &[Client]),
             Metric::ReferenceDeviation => (&[Reference], &[]),
-            _ => (&[], &[]),
+            Metric::LimitDecreases | Metric::LimitGrowth | Metric::InvariantViolations => {
+                (&[], &[])
+            }
         }
     }
 }
@@ -438,6 +548,40 @@ impl Metric {
 impl fmt::Display for Metric {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// What `time_until` waits for: `measure`, over a window, within `[min,
+/// max]` (at least one of them given), written `holds = { measure =
+/// "goodput", min = 0.9 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Holds {
+    /// One of [`Metric::HOLDS_MEASURES`], computed over the window as the
+    /// interval metric of that name (`goodput` as a fraction of capacity,
+    /// `mean_limit` over one second is the closing limit).
+    pub measure: Metric,
+    /// The measure must be at least this.
+    pub min: Option<f64>,
+    /// The measure must be at most this.
+    pub max: Option<f64>,
+}
+
+impl Holds {
+    /// Whether `v` is within the bounds; NaN never is.
+    pub fn accepts(&self, v: f64) -> bool {
+        self.min.is_none_or(|m| v >= m) && self.max.is_none_or(|m| v <= m) && !v.is_nan()
+    }
+}
+
+impl fmt::Display for Holds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.min, self.max) {
+            (Some(lo), Some(hi)) => write!(f, "{lo}<={}<={hi}", self.measure),
+            (Some(lo), None) => write!(f, "{}>={lo}", self.measure),
+            (None, Some(hi)) => write!(f, "{}<={hi}", self.measure),
+            (None, None) => write!(f, "{}", self.measure),
+        }
     }
 }
 
@@ -483,6 +627,12 @@ pub struct BandSpec {
     pub fraction: Option<f64>,
     /// Another scenario file, relative to this one's directory.
     pub reference: Option<String>,
+    /// A window length, whole seconds (`worst_goodput`, `time_until`).
+    pub window: Option<Nanos>,
+    /// Measure this client's series (0-based) instead of the totals.
+    pub client: Option<usize>,
+    /// What `time_until` waits for.
+    pub holds: Option<Holds>,
     /// Where the band comes from, for the report.
     #[serde(default)]
     pub note: String,
@@ -499,6 +649,9 @@ impl BandSpec {
             Param::Threshold => self.threshold.is_some(),
             Param::Fraction => self.fraction.is_some(),
             Param::Reference => self.reference.is_some(),
+            Param::Window => self.window.is_some(),
+            Param::Client => self.client.is_some(),
+            Param::Holds => self.holds.is_some(),
         }
     }
 
@@ -506,17 +659,7 @@ impl BandSpec {
     pub fn describe(&self) -> String {
         let mut s = self.metric.name().to_string();
         let mut ps = Vec::new();
-        let all = [
-            Param::After,
-            Param::From,
-            Param::To,
-            Param::BaselineFrom,
-            Param::BaselineTo,
-            Param::Threshold,
-            Param::Fraction,
-            Param::Reference,
-        ];
-        for p in all {
+        for p in Param::ALL {
             let v = match p {
                 Param::After => self.after.map(|d| d.to_string()),
                 Param::From => self.from.map(|d| d.to_string()),
@@ -526,6 +669,9 @@ impl BandSpec {
                 Param::Threshold => self.threshold.map(|v| format!("{v}")),
                 Param::Fraction => self.fraction.map(|v| format!("{v}")),
                 Param::Reference => self.reference.clone(),
+                Param::Window => self.window.map(|d| d.to_string()),
+                Param::Client => self.client.map(|c| c.to_string()),
+                Param::Holds => self.holds.map(|h| h.to_string()),
             };
             if let Some(v) = v {
                 ps.push(format!("{}={v}", p.name()));
@@ -537,6 +683,17 @@ impl BandSpec {
             s.push(')');
         }
         s
+    }
+
+    /// The measured interval `[from, to)` in ns for a run of `sc`, with the
+    /// metric's defaults for what is left out.
+    pub(crate) fn interval(&self, sc: &Scenario) -> (Nanos, Nanos) {
+        let from = self.from.unwrap_or(if self.metric.whole_run_default() {
+            Nanos(0)
+        } else {
+            sc.steady_from()
+        });
+        (from, self.to.unwrap_or(sc.duration))
     }
 }
 
@@ -775,16 +932,7 @@ impl Scenario {
                     ));
                 }
             }
-            for p in [
-                Param::After,
-                Param::From,
-                Param::To,
-                Param::BaselineFrom,
-                Param::BaselineTo,
-                Param::Threshold,
-                Param::Fraction,
-                Param::Reference,
-            ] {
+            for p in Param::ALL {
                 if b.param_set(p) && !required.contains(&p) && !optional.contains(&p) {
                     return Err(format!(
                         "{at}.{}: not a parameter of metric `{}`",
@@ -817,6 +965,81 @@ impl Scenario {
                     if z.0 < a.0 + SECOND {
                         return Err(format!("{at}.{name}: expected at least 1s after its start"));
                     }
+                }
+            }
+            self.validate_band_extras(&at, b)?;
+        }
+        Ok(())
+    }
+}
+
+impl Scenario {
+    /// The checks of `client`, `window`, `holds` and of an interval with a
+    /// default end.
+    fn validate_band_extras(&self, at: &str, b: &BandSpec) -> Result<(), String> {
+        let (from, to) = b.interval(self);
+        // The whole seconds the interval overlaps, as the metrics read it.
+        let range = Nanos(to.0.div_ceil(SECOND) * SECOND - from.0 / SECOND * SECOND);
+        if (b.from.is_some() || b.to.is_some()) && to.0 < from.0 + SECOND {
+            let (name, t) = match b.from {
+                Some(f) => ("from", f),
+                None => ("to", to),
+            };
+            return Err(format!(
+                "{at}.{name}: {t}: expected an interval of at least 1s ([{from}, {to}))"
+            ));
+        }
+        if let Some(c) = b.client {
+            let n = self.demand.clients as usize;
+            if c >= n {
+                return Err(format!(
+                    "{at}.client: {c}: expected a client index from 0 to {} (demand.clients = {n})",
+                    n - 1
+                ));
+            }
+        }
+        if let Some(w) = b.window {
+            let measured = match b.metric {
+                Metric::TimeUntil => {
+                    let after = b.after.map_or(0, |a| a.0 / SECOND * SECOND);
+                    Nanos(self.duration.0.saturating_sub(after))
+                }
+                _ => range,
+            };
+            if w.0 < SECOND || w.0 % SECOND != 0 || w > measured {
+                return Err(format!(
+                    "{at}.window: {w}: expected whole seconds, at least 1s and at most the measured range ({measured})"
+                ));
+            }
+        }
+        if let Some(h) = &b.holds {
+            if !Metric::HOLDS_MEASURES.contains(&h.measure) {
+                let names: Vec<&str> = Metric::HOLDS_MEASURES.iter().map(|m| m.name()).collect();
+                return Err(format!(
+                    "{at}.holds.measure: {}: expected one of {}",
+                    h.measure,
+                    names.join(", ")
+                ));
+            }
+            if b.client.is_some() && matches!(h.measure, Metric::P50Ms | Metric::P99Ms) {
+                return Err(format!(
+                    "{at}.holds.measure: {}: not available per client (latency is recorded for the totals only)",
+                    h.measure
+                ));
+            }
+            if h.min.is_none() && h.max.is_none() {
+                return Err(format!("{at}.holds: expected `min`, `max` or both"));
+            }
+            for (name, v) in [("min", h.min), ("max", h.max)] {
+                if let Some(v) = v {
+                    if !v.is_finite() {
+                        return Err(format!("{at}.holds.{name}: {v}: expected a finite number"));
+                    }
+                }
+            }
+            if let (Some(lo), Some(hi)) = (h.min, h.max) {
+                if lo > hi {
+                    return Err(format!("{at}.holds: min {lo} is above max {hi}"));
                 }
             }
         }

@@ -876,7 +876,7 @@ impl<'a> Engine<'a> {
             p99_ns: self.hist.quantile(0.99),
             ..Second::default()
         };
-        self.hist.clear();
+        total.latency = self.hist.take();
         for c in &mut self.clients {
             c.account(t);
             let mut s = std::mem::take(&mut c.cur);

@@ -241,7 +241,9 @@ pub struct Options {
     /// Seeds to run each law with.
     pub seeds: Vec<u64>,
     /// Also run the fixed-limit baselines and the oracle sweep (on the first
-    /// seed only).
+    /// seed only) for the report. A scenario with a band that reads the
+    /// oracle ([`Metric::needs_oracle`]) has its sweep run on every seed
+    /// whatever this says.
     pub baselines: bool,
     /// Sweep every grid point of the oracle instead of stopping once the
     /// goodput stops improving.
@@ -291,6 +293,9 @@ pub struct Baselines {
     pub fixed: Vec<Run>,
     /// The run with the best fixed limit.
     pub oracle: Run,
+    /// The run with the best fixed limit whose steady overload fraction is
+    /// at most [`ORACLE_OVERLOAD_CAP`]; `None` if no limit tried meets it.
+    pub capped_oracle: Option<Run>,
     /// Every fixed limit tried, in limit order.
     pub sweep: Vec<SweepPoint>,
 }
@@ -306,8 +311,12 @@ pub struct Outcome {
     pub runs: BTreeMap<(Law, u64), Run>,
     /// Law runs that panicked: (law, seed, message).
     pub panics: Vec<(Law, u64, String)>,
-    /// Baselines and oracle, if asked for.
+    /// Baselines and oracle, if asked for (on the first seed).
     pub baselines: Option<Result<Baselines, String>>,
+    /// Every oracle sweep run, by seed: the first seed's when baselines are
+    /// asked for, and each seed's when a band reads the oracle (see
+    /// [`Metric::needs_oracle`]).
+    pub oracles: BTreeMap<u64, Result<Baselines, String>>,
     /// The band checks.
     pub checks: Vec<Check>,
 }
@@ -361,7 +370,7 @@ enum Job {
 
 enum Output {
     Run(Result<Run, String>),
-    Baselines(Result<(Baselines, u64), String>),
+    Baselines(Result<(Box<Baselines>, u64), String>),
 }
 
 fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
@@ -379,15 +388,19 @@ fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
 pub fn run(entries: Vec<Entry>, options: &Options) -> Suite {
     let start = Instant::now();
     let mut jobs = Vec::new();
-    if options.baselines {
-        if let Some(&seed) = options.seeds.first() {
-            for (i, e) in entries.iter().enumerate() {
-                if e.shown {
-                    jobs.push(Job::Baselines(i, seed));
-                }
+    for (i, e) in entries.iter().enumerate() {
+        // A band that reads the oracle needs its sweep on every seed.
+        let banded = e.shown
+            && e.scenario.bands.iter().any(|b| {
+                b.metric.needs_oracle() && b.laws.iter().any(|l| options.laws.contains(l))
+            });
+        for (k, &seed) in options.seeds.iter().enumerate() {
+            if banded || (k == 0 && options.baselines && e.shown) {
+                jobs.push(Job::Baselines(i, seed));
             }
         }
     }
+    let first_seed = options.seeds.first().copied();
     for (i, e) in entries.iter().enumerate() {
         for &law in &options.laws {
             if !law.applies_to(&e.scenario) {
@@ -423,7 +436,8 @@ pub fn run(entries: Vec<Entry>, options: &Options) -> Suite {
                         Job::Baselines(i, seed) => {
                             let sc = &entries[i].scenario;
                             let r = catch_unwind(AssertUnwindSafe(|| {
-                                baselines(sc, seed, options.full_oracle)
+                                let (b, n) = baselines(sc, seed, options.full_oracle);
+                                (Box::new(b), n)
                             }))
                             .map_err(panic_message);
                             let n = r.as_ref().map_or(0, |(_, n)| *n);
@@ -464,6 +478,7 @@ pub fn run(entries: Vec<Entry>, options: &Options) -> Suite {
             runs: BTreeMap::new(),
             panics: Vec::new(),
             baselines: None,
+            oracles: BTreeMap::new(),
             checks: Vec::new(),
         })
         .collect();
@@ -480,11 +495,15 @@ pub fn run(entries: Vec<Entry>, options: &Options) -> Suite {
             (Job::Law(i, law, seed), Output::Run(Err(m))) => {
                 outcomes[*i].panics.push((*law, *seed, m));
             }
-            (Job::Baselines(i, _), Output::Baselines(r)) => {
-                outcomes[*i].baselines = Some(r.map(|(b, n)| {
+            (Job::Baselines(i, seed), Output::Baselines(r)) => {
+                let r = r.map(|(b, n)| {
                     requests += n;
-                    b
-                }));
+                    *b
+                });
+                if options.baselines && Some(*seed) == first_seed {
+                    outcomes[*i].baselines = Some(r.clone());
+                }
+                outcomes[*i].oracles.insert(*seed, r);
             }
             _ => {}
         }
@@ -521,10 +540,24 @@ fn checks(outcomes: &[Outcome], i: usize, options: &Options) -> Vec<Check> {
                 match o.run(law, seed) {
                     Some(r) => {
                         let rf = reference.and_then(|x| x.run(law, seed));
+                        let sweep = o.oracles.get(&seed);
+                        let refs = band::Refs {
+                            reference: rf,
+                            oracle: sweep.and_then(|s| s.as_ref().ok()).map(|s| &s.oracle),
+                            capped_oracle: sweep
+                                .and_then(|s| s.as_ref().ok())
+                                .and_then(|s| s.capped_oracle.as_ref()),
+                        };
                         if b.metric == Metric::ReferenceDeviation && rf.is_none() {
                             failed.push((seed, "the reference run is missing".to_string()));
+                        } else if b.metric.needs_oracle() && refs.oracle.is_none() {
+                            let m = match sweep {
+                                Some(Err(e)) => format!("the oracle sweep panicked: {e}"),
+                                _ => "the oracle sweep is missing".to_string(),
+                            };
+                            failed.push((seed, m));
                         } else {
-                            values.push((band::metric(r, b, rf), seed));
+                            values.push((band::metric(r, b, &refs), seed));
                         }
                     }
                     None => {
@@ -550,6 +583,13 @@ pub const REFINE_POINTS: usize = 32;
 /// How close to the best goodput found a smaller fixed limit must come to be
 /// the oracle: 0.5 %.
 pub const ORACLE_TOLERANCE: f64 = 0.005;
+
+/// The most steady overload (rejections and timeouts as a fraction of the
+/// requests sent) the capped oracle may have: 2 %. On a ceiling that
+/// rejects cheaply (a rate limit) the plain oracle can win by sending far
+/// more than the backend takes and failing most of it; the capped oracle is
+/// the best fixed limit that does not.
+pub const ORACLE_OVERLOAD_CAP: f64 = 0.02;
 
 /// The fixed limits the oracle tries: a geometric grid (×1.25, at least +1)
 /// from 1 to `cap`, `cap` included.
@@ -601,6 +641,15 @@ fn point(limit: usize, r: &Run) -> SweepPoint {
 /// best goodput so far by 0.5 %; it then tries every limit between the best
 /// grid point's neighbours (at most [`REFINE_POINTS`] of them, evenly spaced,
 /// where they are far apart).
+///
+/// The capped oracle is the same rule among the limits whose steady
+/// overload fraction is at most [`ORACLE_OVERLOAD_CAP`]: after the plain
+/// oracle, the sweep tries every limit between the grid points on either
+/// side of the best limit within the cap (about 0.45 × that limit more runs
+/// at most, none when the highest goodput tried is within the cap), and
+/// picks the smallest limit within the cap whose goodput is within
+/// [`ORACLE_TOLERANCE`] of the best within the cap. It is `None` when no
+/// limit tried is within the cap.
 pub fn baselines(sc: &Scenario, seed: u64, full: bool) -> (Baselines, u64) {
     let mut tried: BTreeMap<usize, Run> = BTreeMap::new();
     let mut requests = 0u64;
@@ -662,16 +711,27 @@ pub fn baselines(sc: &Scenario, seed: u64, full: bool) -> (Baselines, u64) {
             best = (g, l);
         }
     }
-    let top = tried
-        .values()
-        .map(Run::steady_goodput)
-        .fold(f64::NEG_INFINITY, f64::max);
-    if let Some((&l, _)) = tried
-        .iter()
-        .find(|(_, r)| r.steady_goodput() >= top * (1.0 - ORACLE_TOLERANCE))
-    {
+    if let Some(l) = pick(&tried, |_| true) {
         best.1 = l;
     }
+    // The capped oracle: the same rule among the limits whose overload is
+    // within the cap, after trying every limit between the grid neighbours of
+    // the best such limit (the sweep refined around the plain oracle only).
+    let capped = |r: &Run| r.overload_fraction() <= ORACLE_OVERLOAD_CAP;
+    let capped_best = tried
+        .iter()
+        .filter(|(_, r)| capped(r))
+        .max_by(|a, b| a.1.steady_goodput().total_cmp(&b.1.steady_goodput()))
+        .map(|(&l, _)| l);
+    if let Some(c) = capped_best {
+        let lo = grid.iter().rev().find(|&&g| g < c).map_or(1, |&g| g + 1);
+        let hi = grid.iter().find(|&&g| g > c).map_or(cap, |&g| g - 1);
+        let step = (hi.saturating_sub(lo) / REFINE_POINTS).max(1);
+        for l in (lo..=hi).step_by(step) {
+            eval(l, &mut tried);
+        }
+    }
+    let capped_limit = pick(&tried, capped);
     let mut fixed_limits = Vec::new();
     if let Some(c) = c_star {
         for l in [(c / 2).max(1), c, 2 * c, 5 * c] {
@@ -688,6 +748,7 @@ pub fn baselines(sc: &Scenario, seed: u64, full: bool) -> (Baselines, u64) {
         .iter()
         .filter_map(|l| tried.get(l).cloned())
         .collect();
+    let capped_oracle = capped_limit.and_then(|l| tried.get(&l).cloned());
     let oracle = tried
         .remove(&best.1)
         .unwrap_or_else(|| sim::run(sc, Policy::Fixed(best.1.max(1)), seed));
@@ -697,8 +758,23 @@ pub fn baselines(sc: &Scenario, seed: u64, full: bool) -> (Baselines, u64) {
             c_star,
             fixed,
             oracle,
+            capped_oracle,
             sweep,
         },
         requests,
     )
+}
+
+/// The smallest limit of `tried` that passes `eligible` and whose steady
+/// goodput is within [`ORACLE_TOLERANCE`] of the best eligible one.
+fn pick(tried: &BTreeMap<usize, Run>, eligible: impl Fn(&Run) -> bool) -> Option<usize> {
+    let top = tried
+        .values()
+        .filter(|r| eligible(r))
+        .map(Run::steady_goodput)
+        .fold(f64::NEG_INFINITY, f64::max);
+    tried
+        .iter()
+        .find(|(_, r)| eligible(r) && r.steady_goodput() >= top * (1.0 - ORACLE_TOLERANCE))
+        .map(|(&l, _)| l)
 }

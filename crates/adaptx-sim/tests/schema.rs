@@ -260,3 +260,92 @@ fn an_unreadable_file_is_named() {
     assert_eq!(e.file(), "/nonexistent/x.toml");
     assert!(e.to_string().contains("cannot read"));
 }
+
+fn band_error(band: &str) -> String {
+    error(&format!("{GOOD}\n[[band]]\nlaws = [\"aimd\"]\n{band}\n"))
+}
+
+#[test]
+fn new_band_parameters_are_checked() {
+    // GOOD runs 10 s, one client; steady from 5 s.
+    let msg = band_error("metric = \"worst_goodput\"\nwindow = \"0s\"");
+    assert_mentions(
+        &msg,
+        &[
+            "bad.toml",
+            "band[0].window: 0s",
+            "at least 1s and at most the measured range (5s)",
+        ],
+    );
+    let msg = band_error("metric = \"worst_goodput\"\nwindow = \"6s\"");
+    assert_mentions(&msg, &["band[0].window: 6s", "measured range (5s)"]);
+    let msg = band_error("metric = \"worst_goodput\"\nwindow = \"1.5s\"");
+    assert_mentions(&msg, &["band[0].window: 1500ms", "whole seconds"]);
+    let msg = band_error("metric = \"worst_goodput\"");
+    assert_mentions(
+        &msg,
+        &["band[0].window", "required by metric `worst_goodput`"],
+    );
+    let msg = band_error(
+        "metric = \"time_until\"\nafter = \"8s\"\nwindow = \"3s\"\nholds = { measure = \"goodput\", min = 0.9 }",
+    );
+    assert_mentions(&msg, &["band[0].window: 3s", "measured range (2s)"]);
+    let msg = band_error("metric = \"goodput\"\nclient = 1");
+    assert_mentions(
+        &msg,
+        &["band[0].client: 1", "from 0 to 0", "demand.clients = 1"],
+    );
+    let msg = band_error("metric = \"p99_ms\"\nclient = 0");
+    assert_mentions(
+        &msg,
+        &["band[0].client", "not a parameter of metric `p99_ms`"],
+    );
+    let msg = band_error("metric = \"goodput\"\nwindow = \"2s\"");
+    assert_mentions(
+        &msg,
+        &["band[0].window", "not a parameter of metric `goodput`"],
+    );
+    let msg = band_error("metric = \"goodput\"\nfrom = \"9.5s\"");
+    assert_mentions(&msg, &["band[0].from: 9500ms", "at least 1s"]);
+    let msg = band_error("metric = \"time_until\"\nafter = \"1s\"");
+    assert_mentions(&msg, &["band[0].holds", "required by metric `time_until`"]);
+}
+
+#[test]
+fn holds_is_checked() {
+    let until = "metric = \"time_until\"\nafter = \"1s\"\nholds = ";
+    let msg = band_error(&format!("{until}{{ measure = \"limit_growth\", min = 1 }}"));
+    assert_mentions(
+        &msg,
+        &[
+            "band[0].holds.measure: limit_growth",
+            "expected one of goodput, overload_fraction",
+        ],
+    );
+    let msg = band_error(&format!("{until}{{ measure = \"goodput\" }}"));
+    assert_mentions(&msg, &["band[0].holds", "expected `min`, `max` or both"]);
+    let msg = band_error(&format!(
+        "{until}{{ measure = \"goodput\", min = 0.9, max = 0.5 }}"
+    ));
+    assert_mentions(&msg, &["band[0].holds", "min 0.9 is above max 0.5"]);
+    let msg = band_error(&format!(
+        "{until}{{ measure = \"goodput\", at_least = 0.9 }}"
+    ));
+    assert_mentions(&msg, &["bad.toml", "at_least"]);
+    let msg = band_error(&format!(
+        "{until}{{ measure = \"p50_ms\", max = 100 }}\nclient = 0"
+    ));
+    assert_mentions(
+        &msg,
+        &["band[0].holds.measure: p50_ms", "not available per client"],
+    );
+    // And a good one loads.
+    let text = format!(
+        "{GOOD}\n[[band]]\nlaws = [\"aimd\"]\n{until}{{ measure = \"goodput\", min = 0.9 }}\nwindow = \"3s\"\nclient = 0\nmax = 4\n"
+    );
+    let sc = Scenario::from_toml("ok.toml", &text).unwrap();
+    assert_eq!(
+        sc.bands[0].describe(),
+        "time_until(after=1s, window=3s, client=0, holds=goodput>=0.9)"
+    );
+}
