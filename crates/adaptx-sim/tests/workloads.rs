@@ -488,3 +488,41 @@ fn bad_workload_fields_are_clear_errors() {
         "{m}"
     );
 }
+
+#[test]
+fn keyed_clients_share_one_adaptive_rate() {
+    // Client 1 overloads a 1000/s backend; client 0 sends 50/s. With one
+    // keyed limiter both keys run at the one rate that falls; with a limiter
+    // each, the rates move apart (each judges its own interval).
+    let text = |keyed: bool| {
+        format!(
+            r#"
+name = "keyed"
+duration = "20s"
+[backend]
+service_time = "20ms"
+max_concurrency = 20
+[demand]
+kind = "open"
+clients = 2
+rate = 3000.0
+[[client]]
+rate = 50.0
+[rate_limiter]
+initial_rate = 3000
+max_rate = 4000
+keyed = {keyed}
+"#
+        )
+    };
+    let shared = run(&common::scenario(&text(true)), Policy::Law(Law::Rate), 0);
+    assert!(shared.clients[1][10].limit < 3000);
+    for k in 0..20 {
+        assert_eq!(
+            shared.clients[0][k].limit, shared.clients[1][k].limit,
+            "second {k}"
+        );
+    }
+    let own = run(&common::scenario(&text(false)), Policy::Law(Law::Rate), 0);
+    assert!((0..20).any(|k| own.clients[0][k].limit != own.clients[1][k].limit));
+}
