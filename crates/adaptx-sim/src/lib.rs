@@ -68,6 +68,7 @@
 
 mod backend;
 pub mod band;
+pub mod bounds;
 mod measure;
 pub mod report;
 mod rng;
@@ -75,6 +76,7 @@ mod scenario;
 mod sim;
 pub mod suite;
 mod time;
+pub mod work;
 
 pub use measure::{Policy, Run, Second};
 pub use scenario::{

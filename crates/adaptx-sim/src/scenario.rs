@@ -29,10 +29,16 @@
 //! ```
 
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::bounds::{
+    self, MAX_BAND_BOUND, MAX_BANDS, MAX_CLIENTS, MAX_CONCURRENCY, MAX_FILE_BYTES, MAX_FRACTION,
+    MAX_JITTER, MAX_LATENCY, MAX_LIMIT, MAX_NAME_CHARS, MAX_RATE, MAX_REFERENCE_BYTES,
+    MAX_SCHEDULE_ENTRIES, MAX_TEXT_CHARS, MAX_THRESHOLD, MAX_TOTAL_WORKERS, MAX_WARMUP_SAMPLES,
+};
 use crate::time::{MILLISECOND, Nanos, SECOND};
 
 /// Default latency of an overload error from a backend at its ceiling.
@@ -535,21 +541,22 @@ impl Scenario {
     /// TOML syntax, unknown keys, wrong types, and values out of range.
     pub fn from_toml(source: &str, text: &str) -> Result<Self, ScenarioError> {
         let mut s: Scenario =
-            toml::from_str(text).map_err(|e| ScenarioError::new(source, e.to_string()))?;
+            toml::from_str(text).map_err(|e| ScenarioError::new(source, toml_error(text, e)))?;
         s.source = source.to_string();
         s.validate().map_err(|m| ScenarioError::new(source, m))?;
         Ok(s)
     }
 
-    /// Reads and checks a scenario file.
+    /// Reads and checks a scenario file of at most
+    /// [`MAX_FILE_BYTES`](crate::bounds::MAX_FILE_BYTES).
     ///
     /// # Errors
     ///
-    /// As [`from_toml`](Scenario::from_toml), plus the file not being readable.
+    /// As [`from_toml`](Scenario::from_toml), plus the file not being
+    /// readable, not UTF-8 or too large.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::new(&name, format!("cannot read: {e}")))?;
+        let text = read_bounded(path).map_err(|m| ScenarioError::new(&name, m))?;
         Self::from_toml(&name, &text)
     }
 
@@ -586,16 +593,42 @@ impl Scenario {
         self.limiter.max_limit.unwrap_or(adaptx::DEFAULT_MAX_LIMIT)
     }
 
+    /// Every backend the run sees: the one at time zero, then the one after
+    /// each schedule entry (entries applied in order).
+    pub fn backend_states(&self) -> impl Iterator<Item = BackendSpec> + '_ {
+        let mut b = self.backend.clone();
+        std::iter::once(b.clone()).chain(self.schedule.iter().map(move |e| {
+            e.apply(&mut b);
+            b.clone()
+        }))
+    }
+
+    /// Checks every field against [`crate::bounds`] and the rules between
+    /// fields.
     fn validate(&self) -> Result<(), String> {
-        if self.duration.0 < SECOND || self.duration.0 % SECOND != 0 {
+        let name_chars = self.name.chars().count();
+        if name_chars == 0 || name_chars > MAX_NAME_CHARS || self.name.chars().any(char::is_control)
+        {
             return Err(format!(
-                "duration: {}: expected whole seconds, at least \"1s\"",
-                self.duration
+                "name: expected 1 ..= {MAX_NAME_CHARS} characters, no control characters"
             ));
         }
+        text_len("description", &self.description)?;
+        bounds::duration("duration", self.duration)?;
         validate_backend("backend", &self.backend)?;
+        if self.schedule.len() > MAX_SCHEDULE_ENTRIES {
+            return Err(format!(
+                "schedule: {} entries: expected at most {MAX_SCHEDULE_ENTRIES}",
+                self.schedule.len()
+            ));
+        }
         let mut prev = Nanos(0);
-        for (i, e) in self.schedule.iter().enumerate() {
+        for (i, (e, b)) in self
+            .schedule
+            .iter()
+            .zip(self.backend_states().skip(1))
+            .enumerate()
+        {
             let at = format!("schedule[{i}]");
             if e.at < prev {
                 return Err(format!("{at}.at: entries must be in time order"));
@@ -607,38 +640,54 @@ impl Scenario {
                 ));
             }
             prev = e.at;
-            let mut b = self.backend.clone();
-            e.apply(&mut b);
             validate_backend(&at, &b)?;
         }
+        self.validate_demand()?;
+        self.validate_limiter()?;
+        if self.bands.len() > MAX_BANDS {
+            return Err(format!(
+                "band: {} bands: expected at most {MAX_BANDS}",
+                self.bands.len()
+            ));
+        }
+        for (i, b) in self.bands.iter().enumerate() {
+            self.validate_band(&format!("band[{i}]"), b)?;
+        }
+        Ok(())
+    }
+
+    fn validate_demand(&self) -> Result<(), String> {
         let d = &self.demand;
-        if d.clients == 0 {
-            return Err("demand.clients: expected at least 1".into());
-        }
-        if d.timeout.0 == 0 {
-            return Err("demand.timeout: expected more than 0".into());
-        }
+        bounds::in_range("demand.clients", d.clients, 1, MAX_CLIENTS)?;
+        bounds::latency("demand.timeout", d.timeout)?;
         match d.kind {
             DemandKind::Closed => {
-                match d.workers {
-                    None => {
-                        return Err("demand.workers: required for a closed demand".into());
-                    }
-                    Some(0) => return Err("demand.workers: expected at least 1".into()),
-                    Some(_) => {}
+                let Some(w) = d.workers else {
+                    return Err("demand.workers: required for a closed demand".into());
+                };
+                if w == 0 {
+                    return Err("demand.workers: expected at least 1".into());
+                }
+                bounds::in_range("demand.workers", w, 1, MAX_CONCURRENCY)?;
+                let total = u64::from(w) * u64::from(d.clients);
+                if total > MAX_TOTAL_WORKERS {
+                    return Err(format!(
+                        "demand.workers: {w} x {} clients = {total} workers: expected at most {MAX_TOTAL_WORKERS} in all",
+                        d.clients
+                    ));
+                }
+                if let Some(t) = d.think_time {
+                    bounds::in_range("demand.think_time", t, Nanos(0), MAX_LATENCY)?;
                 }
                 if d.rate.is_some() {
                     return Err("demand.rate: only for an open demand".into());
                 }
             }
             DemandKind::Open => {
-                match d.rate {
-                    None => return Err("demand.rate: required for an open demand".into()),
-                    Some(r) if !(r.is_finite() && r > 0.0) => {
-                        return Err(format!("demand.rate: {r}: expected a finite rate > 0"));
-                    }
-                    Some(_) => {}
-                }
+                let Some(r) = d.rate else {
+                    return Err("demand.rate: required for an open demand".into());
+                };
+                bounds::positive_up_to("demand.rate", r, MAX_RATE)?;
                 if d.workers.is_some() {
                     return Err("demand.workers: only for a closed demand".into());
                 }
@@ -647,79 +696,126 @@ impl Scenario {
                 }
             }
         }
-        // The limiter options: let adaptx's builder check them.
-        crate::sim::limiter_builder(&self.limiter, None, 0, adaptx::ManualClock::new())
+        Ok(())
+    }
+
+    fn validate_limiter(&self) -> Result<(), String> {
+        let l = &self.limiter;
+        for (field, v) in [
+            ("limiter.initial_limit", l.initial_limit),
+            ("limiter.min_limit", l.min_limit),
+            ("limiter.max_limit", l.max_limit),
+        ] {
+            if let Some(v) = v {
+                bounds::in_range(field, v, 1, MAX_LIMIT)?;
+            }
+        }
+        for (field, v) in [
+            ("limiter.sample_window", l.sample_window),
+            ("limiter.target_latency", l.target_latency),
+        ] {
+            if let Some(v) = v {
+                bounds::latency(field, v)?;
+            }
+        }
+        if let Some(v) = l.warmup_samples {
+            bounds::in_range("limiter.warmup_samples", v, 0, MAX_WARMUP_SAMPLES)?;
+        }
+        // The remaining options: adaptx's builder knows their ranges. Its
+        // error names the option, the value and the range; keep all three.
+        crate::sim::limiter_builder(l, None, 0, adaptx::ManualClock::new())
             .build()
-            .map_err(|e| format!("limiter.{}: {e}", e.field()))?;
-        for (i, b) in self.bands.iter().enumerate() {
-            let at = format!("band[{i}]");
-            if b.laws.is_empty() {
-                return Err(format!("{at}.laws: expected at least one law"));
+            .map_err(|e| {
+                format!(
+                    "limiter.{}: {}: expected {}",
+                    e.field(),
+                    e.value(),
+                    e.allowed()
+                )
+            })?;
+        Ok(())
+    }
+
+    fn validate_band(&self, at: &str, b: &BandSpec) -> Result<(), String> {
+        if b.laws.is_empty() {
+            return Err(format!("{at}.laws: expected at least one law"));
+        }
+        for (k, law) in b.laws.iter().enumerate() {
+            if b.laws[..k].contains(law) {
+                return Err(format!("{at}.laws: `{law}` appears twice"));
             }
-            for bound in [("min", b.min), ("max", b.max)] {
-                if let (name, Some(v)) = bound {
-                    if !v.is_finite() {
-                        return Err(format!("{at}.{name}: expected a finite number"));
-                    }
-                }
+        }
+        text_len(&format!("{at}.note"), &b.note)?;
+        for (name, v) in [("min", b.min), ("max", b.max)] {
+            if let Some(v) = v {
+                bounds::f64_in_range(&format!("{at}.{name}"), v, -MAX_BAND_BOUND, MAX_BAND_BOUND)?;
             }
-            if let (Some(lo), Some(hi)) = (b.min, b.max) {
-                if lo > hi {
-                    return Err(format!("{at}: min {lo} is above max {hi}"));
-                }
+        }
+        if let (Some(lo), Some(hi)) = (b.min, b.max) {
+            if lo > hi {
+                return Err(format!("{at}: min {lo} is above max {hi}"));
             }
-            let (required, optional) = b.metric.params();
-            for p in required {
-                if !b.param_set(*p) {
+        }
+        if let Some(v) = b.threshold {
+            bounds::f64_in_range(&format!("{at}.threshold"), v, 0.0, MAX_THRESHOLD)?;
+        }
+        if let Some(v) = b.fraction {
+            bounds::positive_up_to(&format!("{at}.fraction"), v, MAX_FRACTION)?;
+        }
+        if let Some(r) = &b.reference {
+            check_reference(&format!("{at}.reference"), r)?;
+        }
+        let (required, optional) = b.metric.params();
+        for p in required {
+            if !b.param_set(*p) {
+                return Err(format!(
+                    "{at}.{}: required by metric `{}`",
+                    p.name(),
+                    b.metric
+                ));
+            }
+        }
+        for p in [
+            Param::After,
+            Param::From,
+            Param::To,
+            Param::BaselineFrom,
+            Param::BaselineTo,
+            Param::Threshold,
+            Param::Fraction,
+            Param::Reference,
+        ] {
+            if b.param_set(p) && !required.contains(&p) && !optional.contains(&p) {
+                return Err(format!(
+                    "{at}.{}: not a parameter of metric `{}`",
+                    p.name(),
+                    b.metric
+                ));
+            }
+        }
+        for (name, t) in [
+            ("after", b.after),
+            ("from", b.from),
+            ("to", b.to),
+            ("baseline_from", b.baseline_from),
+            ("baseline_to", b.baseline_to),
+        ] {
+            if let Some(t) = t {
+                if t > self.duration {
                     return Err(format!(
-                        "{at}.{}: required by metric `{}`",
-                        p.name(),
-                        b.metric
+                        "{at}.{name}: {t} is past the end of the run ({})",
+                        self.duration
                     ));
                 }
             }
-            for p in [
-                Param::After,
-                Param::From,
-                Param::To,
-                Param::BaselineFrom,
-                Param::BaselineTo,
-                Param::Threshold,
-                Param::Fraction,
-                Param::Reference,
-            ] {
-                if b.param_set(p) && !required.contains(&p) && !optional.contains(&p) {
-                    return Err(format!(
-                        "{at}.{}: not a parameter of metric `{}`",
-                        p.name(),
-                        b.metric
-                    ));
-                }
-            }
-            for (name, t) in [
-                ("after", b.after),
-                ("from", b.from),
-                ("to", b.to),
-                ("baseline_from", b.baseline_from),
-                ("baseline_to", b.baseline_to),
-            ] {
-                if let Some(t) = t {
-                    if t > self.duration {
-                        return Err(format!(
-                            "{at}.{name}: {t} is past the end of the run ({})",
-                            self.duration
-                        ));
-                    }
-                }
-            }
-            for (a, b2, name) in [
-                (b.from, b.to, "to"),
-                (b.baseline_from, b.baseline_to, "baseline_to"),
-            ] {
-                if let (Some(a), Some(z)) = (a, b2) {
-                    if z.0 < a.0 + SECOND {
-                        return Err(format!("{at}.{name}: expected at least 1s after its start"));
-                    }
+        }
+        for (a, z, name) in [
+            (b.from, b.to, "to"),
+            (b.baseline_from, b.baseline_to, "baseline_to"),
+        ] {
+            if let (Some(a), Some(z)) = (a, z) {
+                if z.0 < a.0.saturating_add(SECOND) {
+                    return Err(format!("{at}.{name}: expected at least 1s after its start"));
                 }
             }
         }
@@ -758,28 +854,103 @@ impl ScheduleEntry {
 }
 
 fn validate_backend(at: &str, b: &BackendSpec) -> Result<(), String> {
-    if b.service_time.0 == 0 {
-        return Err(format!("{at}.service_time: expected more than 0"));
+    bounds::latency(&format!("{at}.service_time"), b.service_time)?;
+    bounds::f64_in_range(&format!("{at}.jitter"), b.jitter, 0.0, MAX_JITTER)?;
+    if let Some(w) = b.workers {
+        bounds::in_range(&format!("{at}.workers"), w, 1, MAX_CONCURRENCY)?;
     }
-    if !(b.jitter.is_finite() && b.jitter >= 0.0) {
-        return Err(format!(
-            "{at}.jitter: {}: expected a finite value >= 0",
-            b.jitter
-        ));
+    if let Some(m) = b.max_concurrency {
+        bounds::in_range(&format!("{at}.max_concurrency"), m, 0, MAX_CONCURRENCY)?;
     }
-    if b.workers == Some(0) {
-        return Err(format!("{at}.workers: expected at least 1"));
-    }
+    bounds::latency(&format!("{at}.reject_latency"), b.reject_latency)?;
     if let Some(r) = b.rate_limit {
-        if !(r.is_finite() && r > 0.0) {
-            return Err(format!("{at}.rate_limit: {r}: expected a finite rate > 0"));
-        }
+        bounds::positive_up_to(&format!("{at}.rate_limit"), r, MAX_RATE)?;
     }
-    if !(0.0..=1.0).contains(&b.client_error_rate) {
+    bounds::f64_in_range(
+        &format!("{at}.client_error_rate"),
+        b.client_error_rate,
+        0.0,
+        1.0,
+    )?;
+    Ok(())
+}
+
+fn text_len(field: &str, text: &str) -> Result<(), String> {
+    let n = text.chars().count();
+    if n > MAX_TEXT_CHARS {
         return Err(format!(
-            "{at}.client_error_rate: {}: expected 0 <= value <= 1",
-            b.client_error_rate
+            "{field}: {n} characters: expected at most {MAX_TEXT_CHARS}"
         ));
     }
     Ok(())
+}
+
+/// A band's `reference` must be a bare scenario file name: it is resolved in
+/// the referring file's directory and nowhere else, so it cannot name a file
+/// elsewhere (`/etc/passwd`, `../x.toml`) that would then be read.
+fn check_reference(field: &str, r: &str) -> Result<(), String> {
+    let bare = !r.is_empty()
+        && r.len() <= MAX_REFERENCE_BYTES
+        && !r.starts_with('.')
+        && r.ends_with(".toml")
+        && r.len() > ".toml".len()
+        && !r
+            .chars()
+            .any(|c| matches!(c, '/' | '\\' | ':') || c.is_control());
+    if bare {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field}: {:?}: expected the bare file name of a scenario next to this one, like \"03-hard-limit.toml\" (no directory, at most {MAX_REFERENCE_BYTES} bytes)",
+            truncate(r, 80)
+        ))
+    }
+}
+
+/// The first `max` characters of `s`, with `…` if cut.
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// A TOML or schema error as `line L, column C: message` (and the key, when
+/// toml knows it), without the source line toml would quote: a file that is
+/// not a scenario at all (a reference gone wrong, a password file) must not
+/// have its content printed.
+fn toml_error(text: &str, mut e: toml::de::Error) -> String {
+    let at = e.span().map(|span| {
+        let start = span.start.min(text.len());
+        let before = text.get(..start).unwrap_or("");
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        format!("line {line}, column {column}: ")
+    });
+    // Without its input, toml's error prints only its message and the key.
+    e.set_input(None);
+    let message = e.to_string().trim_end().replace('\n', " ");
+    format!(
+        "{}{}",
+        at.unwrap_or_default(),
+        truncate(&message, MAX_ERROR_CHARS)
+    )
+}
+
+/// Longest toml message quoted in an error, in characters.
+const MAX_ERROR_CHARS: usize = 500;
+
+/// Reads at most [`MAX_FILE_BYTES`] of a UTF-8 file.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "cannot read: larger than {MAX_FILE_BYTES} bytes; a scenario file is a few KiB"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "cannot read: not UTF-8 text".to_string())
 }
