@@ -30,6 +30,10 @@
 //! - **Bands** ([`band`]): each scenario file carries pass bands per law,
 //!   checked on the median of seeds 0–9 and, 1.5× looser, on the worst.
 //!
+//! - **Input** is bounded ([`bounds`]): every field of a scenario has a range
+//!   a simulation can mean, and the work of a suite is estimated before it
+//!   runs ([`work`]), so hostile input is an error, not hours or an abort.
+//!
 //! The engine ([`run`]) handles each event in `O(log n)` and simulates
 //! several million requests per second of real time on one core in release
 //! builds.

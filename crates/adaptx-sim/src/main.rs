@@ -44,8 +44,10 @@ clients, laws, seeds, and the baselines' runs) and refuses a suite over
 per core, usually far less, as the estimate is an upper bound) or whose
 per-second series would pass --max-memory-mib (default 4096).
 
-Exit status: 0 on success; 1 when --check finds a failing band; 2 when a
-scenario file or an option is invalid or the report cannot be written.";
+Exit status: 0 on success (also when standard output is closed early, as by
+`| head`); 1 when --check finds a failing band; 2 when a scenario file or an
+option is invalid, the work estimate is over a limit, or the report cannot be
+written.";
 
 #[derive(Debug, Parser)]
 #[command(
