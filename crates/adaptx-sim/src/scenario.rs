@@ -4,8 +4,9 @@
 //! `[backend]`, an optional list of `[[schedule]]` changes to the backend,
 //! the `[demand]`, optional `[limiter]` options, and the `[[band]]`s the run
 //! must meet. Every table rejects unknown keys. Durations are strings such as
-//! `"50ms"` (see [`Nanos`]). `scenarios/README.md` in the repository shows a
-//! complete file and explains each band metric.
+//! `"50ms"` (see [`Nanos`]). Every value has a range ([`crate::bounds`]).
+//! `scenarios/README.md` in the repository shows a complete file, explains
+//! each band metric and lists the ranges.
 //!
 //! ```toml
 //! name = "hard-limit"
@@ -100,12 +101,12 @@ pub struct BackendSpec {
     /// Base latency of one request (its work, at full speed).
     pub service_time: Nanos,
     /// Adds an exponential term with mean `jitter × service_time`.
-    /// Default 0 (flat). Allowed: finite, ≥ 0.
+    /// Default 0 (flat). Allowed: 0 ..= 100.
     #[serde(default)]
     pub jitter: f64,
     /// Processor sharing over `workers` (c): with L requests inside and
     /// L > c, each one's remaining work progresses at c/L of normal speed.
-    /// Default: unlimited. Allowed: ≥ 1.
+    /// Default: unlimited. Allowed: 1 ..= 1000000.
     pub workers: Option<u32>,
     /// Requests inside beyond which new ones are refused as `over_limit`
     /// says. Default: unlimited. 0 refuses everything (an outage).
@@ -119,7 +120,7 @@ pub struct BackendSpec {
     pub reject_latency: Nanos,
     /// Requests accepted in the trailing second beyond which new ones are
     /// rejected (as `reject`, whatever `over_limit` says). Default:
-    /// unlimited. Allowed: > 0.
+    /// unlimited. Allowed: > 0 ..= 1e9.
     pub rate_limit: Option<f64>,
     /// Fraction of answers that are errors that do not signal overload (an
     /// HTTP 400): the client records them as successes for the limiter, and
