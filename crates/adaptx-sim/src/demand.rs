@@ -37,6 +37,9 @@
 
 use serde::Deserialize;
 
+use crate::bounds::{
+    self, MAX_CONCURRENCY, MAX_LATENCY, MAX_RATE, MAX_SCHEDULE_ENTRIES, MAX_TOTAL_WORKERS,
+};
 use crate::scenario::{DemandKind, LimiterSpec, Scenario};
 use crate::time::{Nanos, SECOND};
 
@@ -160,6 +163,11 @@ impl Curve {
             area += (vx + vy) / 2.0 * (y - x) as f64;
         }
         area / (b - a) as f64
+    }
+
+    /// The highest value anywhere.
+    pub(crate) fn max(&self) -> f64 {
+        self.points.iter().map(|p| p.1).fold(0.0, f64::max)
     }
 
     /// The value just before `t` (before any step at `t`).
@@ -323,18 +331,25 @@ pub(crate) fn validate(sc: &Scenario) -> Result<(), String> {
     let open = d.kind == DemandKind::Open;
     for (i, c) in sc.clients.iter().enumerate() {
         let at = format!("client[{i}]");
-        check_kind_fields(&at, open, c.rate, c.workers, c.think_time)?;
-        if let Some(r) = c.rate {
-            check_rate(&format!("{at}.rate"), r)?;
+        check_fields(&at, open, c.rate, c.workers, c.think_time)?;
+    }
+    if d.schedule.len() > MAX_SCHEDULE_ENTRIES {
+        return Err(format!(
+            "demand.schedule: {} entries: expected at most {MAX_SCHEDULE_ENTRIES}",
+            d.schedule.len()
+        ));
+    }
+    if !open {
+        // Every worker that can be alive at once, over all clients.
+        let total: f64 = (0..d.clients)
+            .map(|i| sc.client_demand(i).workers.max())
+            .sum();
+        if total > MAX_TOTAL_WORKERS as f64 {
+            return Err(format!(
+                "demand: up to {total} workers in all (demand.workers, [[client]] and \
+                 [[demand.schedule]]): expected at most {MAX_TOTAL_WORKERS}"
+            ));
         }
-        crate::sim::limiter_builder(
-            &sc.client_limiter(i as u32),
-            None,
-            0,
-            adaptx::ManualClock::new(),
-        )
-        .build()
-        .map_err(|e| format!("{at}.limiter.{}: {e}", e.field()))?;
     }
     let mut prev = Nanos(0);
     for (i, ch) in d.schedule.iter().enumerate() {
@@ -360,7 +375,7 @@ pub(crate) fn validate(sc: &Scenario) -> Result<(), String> {
                 ));
             }
         }
-        check_kind_fields(&at, open, ch.rate, ch.workers, ch.think_time)?;
+        check_fields(&at, open, ch.rate, ch.workers, ch.think_time)?;
         if ch.rate.is_none() && ch.workers.is_none() && ch.think_time.is_none() {
             return Err(format!(
                 "{at}: changes nothing: expected {}",
@@ -370,9 +385,6 @@ pub(crate) fn validate(sc: &Scenario) -> Result<(), String> {
                     "workers or think_time"
                 }
             ));
-        }
-        if let Some(r) = ch.rate {
-            check_rate(&format!("{at}.rate"), r)?;
         }
         if let Some(r) = ch.ramp {
             if r.0 == 0 {
@@ -397,7 +409,9 @@ pub(crate) fn validate(sc: &Scenario) -> Result<(), String> {
     Ok(())
 }
 
-fn check_kind_fields(
+/// The demand fields of a client or a change: only those of the demand's
+/// kind, each within its bounds.
+fn check_fields(
     at: &str,
     open: bool,
     rate: Option<f64>,
@@ -414,12 +428,14 @@ fn check_kind_fields(
     } else if rate.is_some() {
         return Err(format!("{at}.rate: only for an open demand"));
     }
-    Ok(())
-}
-
-fn check_rate(at: &str, r: f64) -> Result<(), String> {
-    if !(r.is_finite() && r >= 0.0) {
-        return Err(format!("{at}: {r}: expected a finite rate >= 0"));
+    if let Some(r) = rate {
+        bounds::f64_in_range(&format!("{at}.rate"), r, 0.0, MAX_RATE)?;
+    }
+    if let Some(w) = workers {
+        bounds::in_range(&format!("{at}.workers"), w, 0, MAX_CONCURRENCY)?;
+    }
+    if let Some(t) = think {
+        bounds::in_range(&format!("{at}.think_time"), t, Nanos(0), MAX_LATENCY)?;
     }
     Ok(())
 }

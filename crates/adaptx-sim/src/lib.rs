@@ -33,6 +33,10 @@
 //!   band measures any interval of the run, the totals or one client, and
 //!   may compare a law with the oracles (the best fixed limits, [`suite`]).
 //!
+//! - **Input** is bounded ([`bounds`]): every field of a scenario has a range
+//!   a simulation can mean, and the work of a suite is estimated before it
+//!   runs ([`work`]), so hostile input is an error, not hours or an abort.
+//!
 //! The engine ([`run`]) handles each event in `O(log n)` and simulates
 //! several million requests per second of real time on one core in release
 //! builds.
@@ -71,6 +75,7 @@
 
 mod backend;
 pub mod band;
+pub mod bounds;
 mod demand;
 mod measure;
 mod rate;
@@ -80,6 +85,7 @@ mod scenario;
 mod sim;
 pub mod suite;
 mod time;
+pub mod work;
 
 pub use demand::{ClientSpec, DemandChange};
 pub use measure::{Latencies, Policy, Run, Second};

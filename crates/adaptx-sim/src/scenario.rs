@@ -4,8 +4,9 @@
 //! `[backend]`, an optional list of `[[schedule]]` changes to the backend,
 //! the `[demand]`, optional `[limiter]` options, and the `[[band]]`s the run
 //! must meet. Every table rejects unknown keys. Durations are strings such as
-//! `"50ms"` (see [`Nanos`]). `scenarios/README.md` in the repository shows a
-//! complete file and explains each band metric.
+//! `"50ms"` (see [`Nanos`]). Every value has a range ([`crate::bounds`]).
+//! `scenarios/README.md` in the repository shows a complete file, explains
+//! each band metric and lists the ranges.
 //!
 //! ```toml
 //! name = "hard-limit"
@@ -29,10 +30,16 @@
 //! ```
 
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::bounds::{
+    self, MAX_BAND_BOUND, MAX_BANDS, MAX_CLIENTS, MAX_CONCURRENCY, MAX_FILE_BYTES, MAX_FRACTION,
+    MAX_JITTER, MAX_LATENCY, MAX_LIMIT, MAX_NAME_CHARS, MAX_RATE, MAX_REFERENCE_BYTES,
+    MAX_SCHEDULE_ENTRIES, MAX_TEXT_CHARS, MAX_THRESHOLD, MAX_TOTAL_WORKERS, MAX_WARMUP_SAMPLES,
+};
 use crate::demand::{ClientSpec, DemandChange};
 use crate::rate::RateLimiterSpec;
 use crate::time::{MILLISECOND, Nanos, SECOND};
@@ -103,12 +110,12 @@ pub struct BackendSpec {
     /// Base latency of one request (its work, at full speed).
     pub service_time: Nanos,
     /// Adds an exponential term with mean `jitter × service_time`.
-    /// Default 0 (flat). Allowed: finite, ≥ 0.
+    /// Default 0 (flat). Allowed: 0 ..= 100.
     #[serde(default)]
     pub jitter: f64,
     /// Processor sharing over `workers` (c): with L requests inside and
     /// L > c, each one's remaining work progresses at c/L of normal speed.
-    /// Default: unlimited. Allowed: ≥ 1.
+    /// Default: unlimited. Allowed: 1 ..= 1000000.
     pub workers: Option<u32>,
     /// Requests inside beyond which new ones are refused as `over_limit`
     /// says. Default: unlimited. 0 refuses everything (an outage).
@@ -122,7 +129,7 @@ pub struct BackendSpec {
     pub reject_latency: Nanos,
     /// Requests accepted in the trailing second beyond which new ones are
     /// rejected (as `reject`, whatever `over_limit` says). Default:
-    /// unlimited. Allowed: > 0.
+    /// unlimited. Allowed: > 0 ..= 1e9.
     pub rate_limit: Option<f64>,
     /// Fraction of answers that are errors that do not signal overload (an
     /// HTTP 400): the client records them as successes for the limiter, and
@@ -741,21 +748,22 @@ impl Scenario {
     /// TOML syntax, unknown keys, wrong types, and values out of range.
     pub fn from_toml(source: &str, text: &str) -> Result<Self, ScenarioError> {
         let mut s: Scenario =
-            toml::from_str(text).map_err(|e| ScenarioError::new(source, e.to_string()))?;
+            toml::from_str(text).map_err(|e| ScenarioError::new(source, toml_error(text, e)))?;
         s.source = source.to_string();
         s.validate().map_err(|m| ScenarioError::new(source, m))?;
         Ok(s)
     }
 
-    /// Reads and checks a scenario file.
+    /// Reads and checks a scenario file of at most
+    /// [`MAX_FILE_BYTES`](crate::bounds::MAX_FILE_BYTES).
     ///
     /// # Errors
     ///
-    /// As [`from_toml`](Scenario::from_toml), plus the file not being readable.
+    /// As [`from_toml`](Scenario::from_toml), plus the file not being
+    /// readable, not UTF-8 or too large.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ScenarioError::new(&name, format!("cannot read: {e}")))?;
+        let text = read_bounded(path).map_err(|m| ScenarioError::new(&name, m))?;
         Self::from_toml(&name, &text)
     }
 
@@ -795,16 +803,42 @@ impl Scenario {
         self.limiter.max_limit.unwrap_or(adaptx::DEFAULT_MAX_LIMIT)
     }
 
+    /// Every backend the run sees: the one at time zero, then the one after
+    /// each schedule entry (entries applied in order).
+    pub fn backend_states(&self) -> impl Iterator<Item = BackendSpec> + '_ {
+        let mut b = self.backend.clone();
+        std::iter::once(b.clone()).chain(self.schedule.iter().map(move |e| {
+            e.apply(&mut b);
+            b.clone()
+        }))
+    }
+
+    /// Checks every field against [`crate::bounds`] and the rules between
+    /// fields.
     fn validate(&self) -> Result<(), String> {
-        if self.duration.0 < SECOND || self.duration.0 % SECOND != 0 {
+        let name_chars = self.name.chars().count();
+        if name_chars == 0 || name_chars > MAX_NAME_CHARS || self.name.chars().any(char::is_control)
+        {
             return Err(format!(
-                "duration: {}: expected whole seconds, at least \"1s\"",
-                self.duration
+                "name: expected 1 ..= {MAX_NAME_CHARS} characters, no control characters"
             ));
         }
+        text_len("description", &self.description)?;
+        bounds::duration("duration", self.duration)?;
         validate_backend("backend", &self.backend)?;
+        if self.schedule.len() > MAX_SCHEDULE_ENTRIES {
+            return Err(format!(
+                "schedule: {} entries: expected at most {MAX_SCHEDULE_ENTRIES}",
+                self.schedule.len()
+            ));
+        }
         let mut prev = Nanos(0);
-        for (i, e) in self.schedule.iter().enumerate() {
+        for (i, (e, b)) in self
+            .schedule
+            .iter()
+            .zip(self.backend_states().skip(1))
+            .enumerate()
+        {
             let at = format!("schedule[{i}]");
             if e.at < prev {
                 return Err(format!("{at}.at: entries must be in time order"));
@@ -816,38 +850,56 @@ impl Scenario {
                 ));
             }
             prev = e.at;
-            let mut b = self.backend.clone();
-            e.apply(&mut b);
             validate_backend(&at, &b)?;
         }
+        self.validate_demand()?;
+        crate::demand::validate(self)?;
+        self.validate_limiter()?;
+        self.validate_rate_limiter()?;
+        if self.bands.len() > MAX_BANDS {
+            return Err(format!(
+                "band: {} bands: expected at most {MAX_BANDS}",
+                self.bands.len()
+            ));
+        }
+        for (i, b) in self.bands.iter().enumerate() {
+            self.validate_band(&format!("band[{i}]"), b)?;
+        }
+        Ok(())
+    }
+
+    fn validate_demand(&self) -> Result<(), String> {
         let d = &self.demand;
-        if d.clients == 0 {
-            return Err("demand.clients: expected at least 1".into());
-        }
-        if d.timeout.0 == 0 {
-            return Err("demand.timeout: expected more than 0".into());
-        }
+        bounds::in_range("demand.clients", d.clients, 1, MAX_CLIENTS)?;
+        bounds::latency("demand.timeout", d.timeout)?;
         match d.kind {
             DemandKind::Closed => {
-                match d.workers {
-                    None => {
-                        return Err("demand.workers: required for a closed demand".into());
-                    }
-                    Some(0) => return Err("demand.workers: expected at least 1".into()),
-                    Some(_) => {}
+                let Some(w) = d.workers else {
+                    return Err("demand.workers: required for a closed demand".into());
+                };
+                if w == 0 {
+                    return Err("demand.workers: expected at least 1".into());
+                }
+                bounds::in_range("demand.workers", w, 1, MAX_CONCURRENCY)?;
+                let total = u64::from(w) * u64::from(d.clients);
+                if total > MAX_TOTAL_WORKERS {
+                    return Err(format!(
+                        "demand.workers: {w} x {} clients = {total} workers: expected at most {MAX_TOTAL_WORKERS} in all",
+                        d.clients
+                    ));
+                }
+                if let Some(t) = d.think_time {
+                    bounds::in_range("demand.think_time", t, Nanos(0), MAX_LATENCY)?;
                 }
                 if d.rate.is_some() {
                     return Err("demand.rate: only for an open demand".into());
                 }
             }
             DemandKind::Open => {
-                match d.rate {
-                    None => return Err("demand.rate: required for an open demand".into()),
-                    Some(r) if !(r.is_finite() && r >= 0.0) => {
-                        return Err(format!("demand.rate: {r}: expected a finite rate >= 0"));
-                    }
-                    Some(_) => {}
-                }
+                let Some(r) = d.rate else {
+                    return Err("demand.rate: required for an open demand".into());
+                };
+                bounds::positive_up_to("demand.rate", r, MAX_RATE)?;
                 if d.workers.is_some() {
                     return Err("demand.workers: only for a closed demand".into());
                 }
@@ -856,120 +908,151 @@ impl Scenario {
                 }
             }
         }
-        crate::demand::validate(self)?;
-        if let Some(r) = &self.rate_limiter {
-            r.check()
-                .map_err(|e| format!("rate_limiter.{}: {e}", e.field()))?;
-            if self.limiter.is_set() || self.clients.iter().any(|c| c.limiter.is_set()) {
-                return Err(
-                    "limiter: a scenario with [rate_limiter] admits through the rate \
-                     limiter; [limiter] options do not apply there"
-                        .into(),
-                );
-            }
-            for (i, c) in self.clients.iter().enumerate() {
-                if let Some(over) = &c.rate_limiter {
-                    if over.keyed.is_some() {
-                        return Err(format!(
-                            "client[{i}].rate_limiter.keyed: set it in [rate_limiter], for every client"
-                        ));
-                    }
-                    if r.is_keyed() {
-                        return Err(format!(
-                            "client[{i}].rate_limiter: the clients share one keyed limiter; per-client options need keyed = false"
-                        ));
-                    }
-                    r.overlaid(over)
-                        .check()
-                        .map_err(|e| format!("client[{i}].rate_limiter.{}: {e}", e.field()))?;
-                }
-            }
-        } else if let Some(i) = self.clients.iter().position(|c| c.rate_limiter.is_some()) {
-            return Err(format!(
-                "client[{i}].rate_limiter: only with a [rate_limiter] table"
-            ));
-        }
-        for (i, b) in self.bands.iter().enumerate() {
-            if let Some(law) = b.laws.iter().find(|l| !l.applies_to(self)) {
+        Ok(())
+    }
+
+    fn validate_rate_limiter(&self) -> Result<(), String> {
+        let Some(r) = &self.rate_limiter else {
+            if let Some(i) = self.clients.iter().position(|c| c.rate_limiter.is_some()) {
                 return Err(format!(
-                    "band[{i}].laws: `{law}` does not run on this scenario ({})",
-                    if self.rate_limiter.is_some() {
-                        "it has a [rate_limiter]: its policy is `rate`"
-                    } else {
-                        "`rate` needs a [rate_limiter] table"
-                    }
+                    "client[{i}].rate_limiter: only with a [rate_limiter] table"
+                ));
+            }
+            return Ok(());
+        };
+        let err = |at: &str, e: adaptx::ConfigError| {
+            format!(
+                "{at}.{}: {}: expected {}",
+                e.field(),
+                e.value(),
+                e.allowed()
+            )
+        };
+        r.check().map_err(|e| err("rate_limiter", e))?;
+        if self.limiter.is_set() || self.clients.iter().any(|c| c.limiter.is_set()) {
+            return Err(
+                "limiter: a scenario with [rate_limiter] admits through the rate \
+                 limiter; [limiter] options do not apply there"
+                    .into(),
+            );
+        }
+        for (i, c) in self.clients.iter().enumerate() {
+            if let Some(over) = &c.rate_limiter {
+                if over.keyed.is_some() {
+                    return Err(format!(
+                        "client[{i}].rate_limiter.keyed: set it in [rate_limiter], for every client"
+                    ));
+                }
+                if r.is_keyed() {
+                    return Err(format!(
+                        "client[{i}].rate_limiter: the clients share one keyed limiter; \
+                         per-client options need keyed = false"
+                    ));
+                }
+                r.overlaid(over)
+                    .check()
+                    .map_err(|e| err(&format!("client[{i}].rate_limiter"), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_limiter(&self) -> Result<(), String> {
+        validate_limiter_spec("limiter", &self.limiter)?;
+        for i in 0..self.clients.len() {
+            validate_limiter_spec(
+                &format!("client[{i}].limiter"),
+                &self.client_limiter(i as u32),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn validate_band(&self, at: &str, b: &BandSpec) -> Result<(), String> {
+        if b.laws.is_empty() {
+            return Err(format!("{at}.laws: expected at least one law"));
+        }
+        for (k, law) in b.laws.iter().enumerate() {
+            if b.laws[..k].contains(law) {
+                return Err(format!("{at}.laws: `{law}` appears twice"));
+            }
+        }
+        text_len(&format!("{at}.note"), &b.note)?;
+        for (name, v) in [("min", b.min), ("max", b.max)] {
+            if let Some(v) = v {
+                bounds::f64_in_range(&format!("{at}.{name}"), v, -MAX_BAND_BOUND, MAX_BAND_BOUND)?;
+            }
+        }
+        if let (Some(lo), Some(hi)) = (b.min, b.max) {
+            if lo > hi {
+                return Err(format!("{at}: min {lo} is above max {hi}"));
+            }
+        }
+        if let Some(v) = b.threshold {
+            bounds::f64_in_range(&format!("{at}.threshold"), v, 0.0, MAX_THRESHOLD)?;
+        }
+        if let Some(v) = b.fraction {
+            bounds::positive_up_to(&format!("{at}.fraction"), v, MAX_FRACTION)?;
+        }
+        if let Some(r) = &b.reference {
+            check_reference(&format!("{at}.reference"), r)?;
+        }
+        let (required, optional) = b.metric.params();
+        for p in required {
+            if !b.param_set(*p) {
+                return Err(format!(
+                    "{at}.{}: required by metric `{}`",
+                    p.name(),
+                    b.metric
                 ));
             }
         }
-        // The limiter options: let adaptx's builder check them.
-        crate::sim::limiter_builder(&self.limiter, None, 0, adaptx::ManualClock::new())
-            .build()
-            .map_err(|e| format!("limiter.{}: {e}", e.field()))?;
-        for (i, b) in self.bands.iter().enumerate() {
-            let at = format!("band[{i}]");
-            if b.laws.is_empty() {
-                return Err(format!("{at}.laws: expected at least one law"));
+        for p in Param::ALL {
+            if b.param_set(p) && !required.contains(&p) && !optional.contains(&p) {
+                return Err(format!(
+                    "{at}.{}: not a parameter of metric `{}`",
+                    p.name(),
+                    b.metric
+                ));
             }
-            for bound in [("min", b.min), ("max", b.max)] {
-                if let (name, Some(v)) = bound {
-                    if !v.is_finite() {
-                        return Err(format!("{at}.{name}: expected a finite number"));
-                    }
-                }
-            }
-            if let (Some(lo), Some(hi)) = (b.min, b.max) {
-                if lo > hi {
-                    return Err(format!("{at}: min {lo} is above max {hi}"));
-                }
-            }
-            let (required, optional) = b.metric.params();
-            for p in required {
-                if !b.param_set(*p) {
-                    return Err(format!(
-                        "{at}.{}: required by metric `{}`",
-                        p.name(),
-                        b.metric
-                    ));
-                }
-            }
-            for p in Param::ALL {
-                if b.param_set(p) && !required.contains(&p) && !optional.contains(&p) {
-                    return Err(format!(
-                        "{at}.{}: not a parameter of metric `{}`",
-                        p.name(),
-                        b.metric
-                    ));
-                }
-            }
-            for (name, t) in [
-                ("after", b.after),
-                ("from", b.from),
-                ("to", b.to),
-                ("baseline_from", b.baseline_from),
-                ("baseline_to", b.baseline_to),
-            ] {
-                if let Some(t) = t {
-                    if t > self.duration {
-                        return Err(format!(
-                            "{at}.{name}: {t} is past the end of the run ({})",
-                            self.duration
-                        ));
-                    }
-                }
-            }
-            for (a, b2, name) in [
-                (b.from, b.to, "to"),
-                (b.baseline_from, b.baseline_to, "baseline_to"),
-            ] {
-                if let (Some(a), Some(z)) = (a, b2) {
-                    if z.0 < a.0 + SECOND {
-                        return Err(format!("{at}.{name}: expected at least 1s after its start"));
-                    }
-                }
-            }
-            self.validate_band_extras(&at, b)?;
         }
-        Ok(())
+        for (name, t) in [
+            ("after", b.after),
+            ("from", b.from),
+            ("to", b.to),
+            ("baseline_from", b.baseline_from),
+            ("baseline_to", b.baseline_to),
+        ] {
+            if let Some(t) = t {
+                if t > self.duration {
+                    return Err(format!(
+                        "{at}.{name}: {t} is past the end of the run ({})",
+                        self.duration
+                    ));
+                }
+            }
+        }
+        for (a, z, name) in [
+            (b.from, b.to, "to"),
+            (b.baseline_from, b.baseline_to, "baseline_to"),
+        ] {
+            if let (Some(a), Some(z)) = (a, z) {
+                if z.0 < a.0.saturating_add(SECOND) {
+                    return Err(format!("{at}.{name}: expected at least 1s after its start"));
+                }
+            }
+        }
+        if let Some(law) = b.laws.iter().find(|l| !l.applies_to(self)) {
+            return Err(format!(
+                "{at}.laws: `{law}` does not run on this scenario ({})",
+                if self.rate_limiter.is_some() {
+                    "it has a [rate_limiter]: its policy is `rate`"
+                } else {
+                    "`rate` needs a [rate_limiter] table"
+                }
+            ));
+        }
+        self.validate_band_extras(at, b)
     }
 }
 
@@ -1087,39 +1170,85 @@ impl ScheduleEntry {
 }
 
 fn validate_backend(at: &str, b: &BackendSpec) -> Result<(), String> {
-    if b.service_time.0 == 0 {
-        return Err(format!("{at}.service_time: expected more than 0"));
+    bounds::latency(&format!("{at}.service_time"), b.service_time)?;
+    bounds::f64_in_range(&format!("{at}.jitter"), b.jitter, 0.0, MAX_JITTER)?;
+    if let Some(w) = b.workers {
+        bounds::in_range(&format!("{at}.workers"), w, 1, MAX_CONCURRENCY)?;
     }
-    if !(b.jitter.is_finite() && b.jitter >= 0.0) {
+    if let Some(m) = b.max_concurrency {
+        bounds::in_range(&format!("{at}.max_concurrency"), m, 0, MAX_CONCURRENCY)?;
+    }
+    bounds::latency(&format!("{at}.reject_latency"), b.reject_latency)?;
+    if let Some(r) = b.rate_limit {
+        bounds::positive_up_to(&format!("{at}.rate_limit"), r, MAX_RATE)?;
+    }
+    bounds::f64_in_range(
+        &format!("{at}.client_error_rate"),
+        b.client_error_rate,
+        0.0,
+        1.0,
+    )?;
+    validate_failures(at, b)
+}
+
+fn text_len(field: &str, text: &str) -> Result<(), String> {
+    let n = text.chars().count();
+    if n > MAX_TEXT_CHARS {
         return Err(format!(
-            "{at}.jitter: {}: expected a finite value >= 0",
-            b.jitter
+            "{field}: {n} characters: expected at most {MAX_TEXT_CHARS}"
         ));
     }
-    if b.workers == Some(0) {
-        return Err(format!("{at}.workers: expected at least 1"));
-    }
-    if let Some(r) = b.rate_limit {
-        if !(r.is_finite() && r > 0.0) {
-            return Err(format!("{at}.rate_limit: {r}: expected a finite rate > 0"));
+    Ok(())
+}
+
+/// The bounds of limiter options (`at` names them: `limiter`, or
+/// `client[i].limiter` for a client's options over `[limiter]`'s).
+fn validate_limiter_spec(at: &str, l: &LimiterSpec) -> Result<(), String> {
+    for (field, v) in [
+        ("initial_limit", l.initial_limit),
+        ("min_limit", l.min_limit),
+        ("max_limit", l.max_limit),
+    ] {
+        if let Some(v) = v {
+            bounds::in_range(&format!("{at}.{field}"), v, 1, MAX_LIMIT)?;
         }
     }
-    if !(0.0..=1.0).contains(&b.client_error_rate) {
-        return Err(format!(
-            "{at}.client_error_rate: {}: expected 0 <= value <= 1",
-            b.client_error_rate
-        ));
+    for (field, v) in [
+        ("sample_window", l.sample_window),
+        ("target_latency", l.target_latency),
+    ] {
+        if let Some(v) = v {
+            bounds::latency(&format!("{at}.{field}"), v)?;
+        }
     }
-    validate_failures(at, b)
+    if let Some(v) = l.warmup_samples {
+        bounds::in_range(&format!("{at}.warmup_samples"), v, 0, MAX_WARMUP_SAMPLES)?;
+    }
+    // The remaining options: adaptx's builder knows their ranges. Its error
+    // names the option, the value and the range; keep all three.
+    crate::sim::limiter_builder(l, None, 0, adaptx::ManualClock::new())
+        .build()
+        .map_err(|e| {
+            format!(
+                "{at}.{}: {}: expected {}",
+                e.field(),
+                e.value(),
+                e.allowed()
+            )
+        })?;
+    Ok(())
 }
 
 /// The random and load-driven overload errors of a backend.
 fn validate_failures(at: &str, b: &BackendSpec) -> Result<(), String> {
-    if !(0.0..=1.0).contains(&b.failure_rate) {
-        return Err(format!(
-            "{at}.failure_rate: {}: expected 0 <= value <= 1",
-            b.failure_rate
-        ));
+    bounds::f64_in_range(&format!("{at}.failure_rate"), b.failure_rate, 0.0, 1.0)?;
+    for (name, v) in [
+        ("soft_ceiling", b.soft_ceiling),
+        ("soft_ceiling_full", b.soft_ceiling_full),
+    ] {
+        if let Some(v) = v {
+            bounds::in_range(&format!("{at}.{name}"), v, 0, MAX_CONCURRENCY)?;
+        }
     }
     match (b.soft_ceiling, b.soft_ceiling_full) {
         (None, None) => Ok(()),
@@ -1184,4 +1313,74 @@ impl LimiterSpec {
             || smoothing.is_some()
             || jitter.is_some()
     }
+}
+
+/// A band's `reference` must be a bare scenario file name: it is resolved in
+/// the referring file's directory and nowhere else, so it cannot name a file
+/// elsewhere (`/etc/passwd`, `../x.toml`) that would then be read.
+fn check_reference(field: &str, r: &str) -> Result<(), String> {
+    let bare = !r.is_empty()
+        && r.len() <= MAX_REFERENCE_BYTES
+        && !r.starts_with('.')
+        && r.ends_with(".toml")
+        && r.len() > ".toml".len()
+        && !r
+            .chars()
+            .any(|c| matches!(c, '/' | '\\' | ':') || c.is_control());
+    if bare {
+        Ok(())
+    } else {
+        Err(format!(
+            "{field}: {:?}: expected the bare file name of a scenario next to this one, like \"03-hard-limit.toml\" (no directory, at most {MAX_REFERENCE_BYTES} bytes)",
+            truncate(r, 80)
+        ))
+    }
+}
+
+/// The first `max` characters of `s`, with `…` if cut.
+fn truncate(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// A TOML or schema error as `line L, column C: message` (and the key, when
+/// toml knows it), without the source line toml would quote: a file that is
+/// not a scenario at all (a reference gone wrong, a password file) must not
+/// have its content printed.
+fn toml_error(text: &str, mut e: toml::de::Error) -> String {
+    let at = e.span().map(|span| {
+        let start = span.start.min(text.len());
+        let before = text.get(..start).unwrap_or("");
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        format!("line {line}, column {column}: ")
+    });
+    // Without its input, toml's error prints only its message and the key.
+    e.set_input(None);
+    let message = e.to_string().trim_end().replace('\n', " ");
+    format!(
+        "{}{}",
+        at.unwrap_or_default(),
+        truncate(&message, MAX_ERROR_CHARS)
+    )
+}
+
+/// Longest toml message quoted in an error, in characters.
+const MAX_ERROR_CHARS: usize = 500;
+
+/// Reads at most [`MAX_FILE_BYTES`] of a UTF-8 file.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "cannot read: larger than {MAX_FILE_BYTES} bytes; a scenario file is a few KiB"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| "cannot read: not UTF-8 text".to_string())
 }

@@ -2,6 +2,7 @@
 //! fixed-limit baselines and the oracle sweep, and the band checks.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -9,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::band::{self, Check};
+use crate::bounds::MAX_SEEDS;
 use crate::measure::{Policy, Run};
 use crate::scenario::{DemandKind, Law, Metric, Scenario, ScenarioError};
 use crate::sim::{self, capacity};
@@ -187,8 +189,21 @@ pub fn load(paths: &[PathBuf]) -> Result<Vec<Entry>, ScenarioError> {
         }
     }
     resolve_references(&mut out, |from, name| {
+        // The schema admits only a bare `*.toml` file name (checked when the
+        // referring file was loaded); check again before touching the file
+        // system, so that nothing but a file next to the referring one is
+        // ever opened.
+        let bare = Path::new(name);
+        if bare.file_name() != Some(bare.as_os_str())
+            || bare.extension().is_none_or(|x| x != "toml")
+        {
+            return Err(ScenarioError::new(
+                name,
+                "expected the bare file name of a scenario next to the referring one",
+            ));
+        }
         let dir = Path::new(&from.source).parent().unwrap_or(Path::new("."));
-        Scenario::load(&dir.join(name))
+        Scenario::load(&dir.join(bare))
     })?;
     Ok(out)
 }
@@ -231,6 +246,48 @@ pub fn resolve_references(
         i += 1;
     }
     Ok(())
+}
+
+/// The seeds of `--seeds`: `N` is seeds `0..N`, `A..B` seeds `A` to `B − 1`
+/// and `A..=B` seeds `A` to `B`; at most [`MAX_SEEDS`] of them.
+///
+/// # Errors
+///
+/// A message saying what was expected when `s` is not one of the three
+/// forms, the range is empty or it holds more than [`MAX_SEEDS`] seeds.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_sim::suite::parse_seeds;
+///
+/// assert_eq!(parse_seeds("3"), Ok(vec![0, 1, 2]));
+/// assert_eq!(parse_seeds("10..13"), Ok(vec![10, 11, 12]));
+/// assert_eq!(parse_seeds("7..=8"), Ok(vec![7, 8]));
+/// assert!(parse_seeds("5..5").is_err());
+/// ```
+pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
+    let expected = || {
+        format!(
+            "`{s}`: expected a seed count N (seeds 0..N) or a range A..B or A..=B of seeds (integers 0 ..= {})",
+            u64::MAX
+        )
+    };
+    let int = |t: &str| t.trim().parse::<u64>().map_err(|_| expected());
+    let (start, count) = if let Some((a, b)) = s.split_once("..=") {
+        let (a, b) = (int(a)?, int(b)?);
+        (a, b.checked_sub(a).map(|n| n.saturating_add(1)))
+    } else if let Some((a, b)) = s.split_once("..") {
+        let (a, b) = (int(a)?, int(b)?);
+        (a, b.checked_sub(a))
+    } else {
+        (0, Some(int(s)?))
+    };
+    match count {
+        None | Some(0) => Err(format!("`{s}`: the range holds no seed")),
+        Some(n) if n > MAX_SEEDS => Err(format!("`{s}`: {n} seeds: expected at most {MAX_SEEDS}")),
+        Some(n) => Ok((0..n).map(|k| start + k).collect()),
+    }
 }
 
 /// How to run a suite.
@@ -455,7 +512,9 @@ pub fn run(entries: Vec<Entry>, options: &Options) -> Suite {
                     let took = t.elapsed();
                     let d = done.fetch_add(1, Ordering::Relaxed) + 1;
                     if options.progress {
-                        eprintln!(
+                        // A closed stderr must not end the run.
+                        let _ = writeln!(
+                            std::io::stderr().lock(),
                             "[{d:>4}/{}] {label}: {:.2} s, {} requests",
                             jobs.len(),
                             took.as_secs_f64(),

@@ -22,11 +22,21 @@ pub struct Nanos(pub u64);
 
 impl Nanos {
     /// `secs` whole seconds.
+    ///
+    /// # Panics
+    ///
+    /// If `secs` seconds do not fit in `u64` nanoseconds (about 584 years):
+    /// at compile time in a constant, in debug builds otherwise. Input from a
+    /// file goes through [`parse_duration`], which never overflows.
     pub const fn from_secs(secs: u64) -> Self {
         Self(secs * SECOND)
     }
 
     /// `ms` whole milliseconds.
+    ///
+    /// # Panics
+    ///
+    /// As [`from_secs`](Nanos::from_secs), past about 584 years.
     pub const fn from_millis(ms: u64) -> Self {
         Self(ms * MILLISECOND)
     }
@@ -76,9 +86,14 @@ pub fn parse_duration(s: &str) -> Result<Nanos, String> {
         _ => return Err(expected(s)),
     };
     let value: f64 = num.parse().map_err(|_| expected(s))?;
+    // In f64, so that a huge number is an infinity or a large value to
+    // compare, never an integer that wraps.
     let nanos = (value * scale).round();
     if !nanos.is_finite() || nanos < 0.0 || nanos >= u64::MAX as f64 {
-        return Err(format!("duration `{s}` is out of range"));
+        return Err(format!(
+            "duration `{s}` is out of range: more than 2^64 ns (about {}h)",
+            u64::MAX / 3_600_000_000_000
+        ));
     }
     Ok(Nanos(nanos as u64))
 }
@@ -120,6 +135,24 @@ mod tests {
         assert!(parse_duration("ms").is_err());
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn huge_numbers_are_out_of_range_not_wrapped() {
+        let many_nines = format!("{}h", "9".repeat(400));
+        for s in [
+            "99999999999999h",
+            "18446744073709551616ns",
+            many_nines.as_str(),
+        ] {
+            let e = parse_duration(s).unwrap_err();
+            assert!(e.contains("out of range"), "{e}");
+        }
+        // The largest value that fits is accepted.
+        assert_eq!(
+            parse_duration("18446744073709549568ns"),
+            Ok(Nanos(18_446_744_073_709_549_568))
+        );
     }
 
     #[test]

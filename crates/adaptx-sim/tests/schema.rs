@@ -161,15 +161,18 @@ fn backend_ranges_are_checked() {
     ));
     assert_mentions(
         &msg,
-        &["bad.toml", "backend.client_error_rate", "0 <= value <= 1"],
+        &[
+            "bad.toml",
+            "backend.client_error_rate: 1.5: expected 0 ..= 1",
+        ],
     );
     let msg = error(&GOOD.replace(
         "service_time = \"50ms\"",
         "service_time = \"50ms\"\njitter = -1.0",
     ));
-    assert_mentions(&msg, &["backend.jitter", ">= 0"]);
+    assert_mentions(&msg, &["backend.jitter: -1: expected 0 ..= 100"]);
     let msg = error(&GOOD.replace("\"50ms\"", "\"0s\""));
-    assert_mentions(&msg, &["backend.service_time", "more than 0"]);
+    assert_mentions(&msg, &["backend.service_time: 0s: expected 1us ..= 3600s"]);
 }
 
 #[test]
@@ -183,7 +186,7 @@ fn schedule_is_checked() {
     ));
     assert_mentions(&msg, &["schedule[0].at", "before the end of the run"]);
     let msg = error(&format!("{GOOD}\n[[schedule]]\nat = \"2s\"\nworkers = 0\n"));
-    assert_mentions(&msg, &["schedule[0].workers", "at least 1"]);
+    assert_mentions(&msg, &["schedule[0].workers: 0: expected 1 ..= 1000000"]);
 }
 
 #[test]

@@ -526,3 +526,41 @@ keyed = {keyed}
     let own = run(&common::scenario(&text(false)), Policy::Law(Law::Rate), 0);
     assert!((0..20).any(|k| own.clients[0][k].limit != own.clients[1][k].limit));
 }
+
+#[test]
+fn the_work_estimate_bounds_demand_that_moves() {
+    use adaptx_sim::work;
+    let cases = [
+        // An open ramp: the estimate must take the top of the ramp.
+        (
+            open(
+                "rate = 10.0\n[[demand.schedule]]\nat = \"5s\"\nrate = 5000.0\nramp = \"5s\"",
+                "20s",
+            ),
+            Policy::Fixed(1000),
+        ),
+        // Workers that join later, with a shorter think time.
+        (
+            closed(
+                "think_time = \"100ms\"\n[[client]]\nworkers = 1\n[[demand.schedule]]\nat = \"5s\"\nworkers = 400\nthink_time = \"0ms\"",
+                1,
+            ),
+            Policy::Fixed(1000),
+        ),
+        // Closed workers retrying behind a rate limiter.
+        (
+            rated("", "[demand]\nkind = \"closed\"\nworkers = 200"),
+            Policy::Fixed(500),
+        ),
+    ];
+    for (sc, policy) in cases {
+        let r = run(&sc, policy, 0);
+        let est = work::run_events(&sc, None);
+        let real = r.requests() + r.seconds.iter().map(|s| s.shed).sum::<u64>();
+        assert!(
+            real as f64 <= est,
+            "{}: {real} requests and refusals, estimate {est}",
+            sc.name
+        );
+    }
+}
