@@ -69,6 +69,7 @@
 mod backend;
 pub mod band;
 mod measure;
+pub mod peers;
 pub mod report;
 mod rng;
 mod scenario;

@@ -60,7 +60,10 @@ pub(crate) fn limiter_builder(
         return b.initial_limit(n).min_limit(n).max_limit(n);
     }
     if let Some(Policy::Law(law)) = policy {
-        b = b.algorithm(law.algorithm());
+        match law.algorithm() {
+            Some(a) => b = b.algorithm(a),
+            None => return crate::peers::builder(b, law, spec, seed),
+        }
     }
     if let Some(v) = spec.initial_limit {
         b = b.initial_limit(v);
