@@ -815,7 +815,14 @@ The pick ranks adaptx's laws and the peers by goodput ÷ reference × (1 − ove
                         }
                         _ => None,
                     })
-                    .max_by(|a, b| pick_score(a.1, a.2).total_cmp(&pick_score(b.1, b.2)))
+                    // The first in table order wins a tie.
+                    .reduce(|a, b| {
+                        if pick_score(b.1, b.2) > pick_score(a.1, a.2) {
+                            b
+                        } else {
+                            a
+                        }
+                    })
             };
             let show = |p: Option<(Law, f64, f64)>| {
                 p.map_or("–".to_string(), |(l, g, ov)| {
@@ -826,7 +833,12 @@ The pick ranks adaptx's laws and the peers by goodput ÷ reference × (1 − ove
             let margin = match (ours, peer) {
                 (Some(a), Some(b)) => {
                     let (sa, sb) = (pick_score(a.1, a.2), pick_score(b.1, b.2));
-                    format!("{:+.0} %", 100.0 * (sa / sb.max(1e-9) - 1.0))
+                    let pct = (100.0 * (sa / sb.max(1e-9) - 1.0)).round();
+                    if pct == 0.0 {
+                        "±0 %".to_string()
+                    } else {
+                        format!("{pct:+.0} %")
+                    }
                 }
                 _ => "–".to_string(),
             };

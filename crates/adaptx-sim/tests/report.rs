@@ -68,7 +68,11 @@ fn parse(html: &str) -> Node {
     let mut rest = html;
     while let Some(lt) = rest.find('<') {
         let text = &rest[..lt];
-        stack.last_mut().expect("the root stays").text.push_str(text);
+        stack
+            .last_mut()
+            .expect("the root stays")
+            .text
+            .push_str(text);
         rest = &rest[lt..];
         if rest.starts_with("<!--") {
             let end = rest.find("-->").expect("unterminated comment");
@@ -84,7 +88,11 @@ fn parse(html: &str) -> Node {
         if let Some(name) = tag.strip_prefix('/') {
             let node = stack.pop().expect("close without open");
             assert_eq!(node.tag, name.trim(), "mismatched closing tag");
-            stack.last_mut().expect("the root stays").children.push(node);
+            stack
+                .last_mut()
+                .expect("the root stays")
+                .children
+                .push(node);
             continue;
         }
         let self_closing = tag.ends_with('/');
@@ -96,7 +104,11 @@ fn parse(html: &str) -> Node {
             ..Node::default()
         };
         if self_closing || VOID.contains(&name) {
-            stack.last_mut().expect("the root stays").children.push(node);
+            stack
+                .last_mut()
+                .expect("the root stays")
+                .children
+                .push(node);
         } else {
             stack.push(node);
         }
