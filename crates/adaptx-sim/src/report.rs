@@ -363,8 +363,8 @@ fn series(r: &Run, f: impl Fn(&Second) -> Option<f64>) -> Vec<(f64, f64)> {
 }
 
 /// Width and height of a chart, and the width of its legend margin.
-const CHART_SIZE: (u32, u32) = (720, 300);
-const LEGEND_WIDTH: u32 = 190;
+const CHART_SIZE: (u32, u32) = (760, 300);
+const LEGEND_WIDTH: u32 = 220;
 
 /// One SVG line chart, its legend in a margin to the right of the plot so it
 /// never hides data. The solid lines are drawn first, dashed ones on top.

@@ -211,7 +211,7 @@ impl EnvoyGradient {
 
 impl ControlLaw for EnvoyGradient {
     fn name(&self) -> &'static str {
-        "envoy-gradient (peer)"
+        "envoy_gradient (peer)"
     }
 
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {

@@ -129,3 +129,40 @@ pub(crate) fn window(
         rtt_average_nanos: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::Policy;
+
+    #[test]
+    fn each_peer_limiter_runs_its_law_under_its_label_and_the_scenario_bounds() {
+        let spec = LimiterSpec {
+            initial_limit: Some(12),
+            min_limit: Some(2),
+            max_limit: Some(300),
+            jitter: Some(0.5),
+            ..LimiterSpec::default()
+        };
+        for law in Law::PEERS {
+            let limiter = crate::sim::limiter_builder(
+                &spec,
+                Some(Policy::Law(law)),
+                1,
+                adaptx::ManualClock::new(),
+            )
+            .build()
+            .expect("a peer's limiter builds");
+            let stats = limiter.stats();
+            assert_eq!(stats.algorithm, law.to_string());
+            assert_eq!(stats.max_limit, 300);
+            if law == Law::EnvoyGradient {
+                // Envoy starts at its floor, min_concurrency.
+                assert_eq!(stats.min_limit, 2);
+                assert_eq!(stats.limit, ENVOY_MIN_CONCURRENCY);
+            } else {
+                assert_eq!((stats.min_limit, stats.limit), (2, 12));
+            }
+        }
+    }
+}

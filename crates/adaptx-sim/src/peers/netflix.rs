@@ -166,7 +166,7 @@ impl NetflixGradient2 {
 
 impl ControlLaw for NetflixGradient2 {
     fn name(&self) -> &'static str {
-        "netflix-gradient2 (peer)"
+        "netflix_gradient2 (peer)"
     }
 
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
@@ -224,7 +224,7 @@ impl NetflixAimd {
 
 impl ControlLaw for NetflixAimd {
     fn name(&self) -> &'static str {
-        "netflix-aimd (peer)"
+        "netflix_aimd (peer)"
     }
 
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {

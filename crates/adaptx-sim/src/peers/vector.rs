@@ -115,7 +115,7 @@ impl VectorArc {
 
 impl ControlLaw for VectorArc {
     fn name(&self) -> &'static str {
-        "vector-arc (peer)"
+        "vector_arc (peer)"
     }
 
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
