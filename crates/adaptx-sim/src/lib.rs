@@ -78,6 +78,7 @@ pub mod band;
 pub mod bounds;
 mod demand;
 mod measure;
+pub mod peers;
 mod rate;
 pub mod report;
 mod rng;

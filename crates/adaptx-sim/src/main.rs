@@ -21,9 +21,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// run is a pure function of the scenario file, the policy and the seed.
 ///
 /// With no command it runs the built-in demo suite: every shipped scenario
-/// (compiled in), every law, the fixed-limit baselines C*/2, C*, 2·C*, 5·C*
-/// and the oracle (the best fixed limit), seed 0; it prints the summary and
-/// band tables and writes adaptx-report/index.html.
+/// (compiled in), every law of adaptx and every peer re-implementation
+/// (Netflix Gradient2 and AIMD, Vector ARC, Envoy gradient), the fixed-limit
+/// baselines C*/2, C*, 2·C*, 5·C* and the oracle (the best fixed limit),
+/// seed 0; it prints the summary and band tables and writes
+/// adaptx-report/index.html.
 const AFTER_HELP: &str = "\
 Summary columns (steady state: from the later of half the run and 30 s after
 the last schedule change):
@@ -84,15 +86,31 @@ enum Command {
     ///   adaptx-sim run --check --seeds 10 scenarios/
     ///   adaptx-sim run --check --seeds 10..20 scenarios/
     ///   adaptx-sim run --baselines --out report scenarios/
+    ///   adaptx-sim run --peers --baselines --out report scenarios/
+    ///   adaptx-sim run --law aimd --law netflix_gradient2 scenarios/05-queueing.toml
     #[command(verbatim_doc_comment, after_long_help = AFTER_HELP)]
     Run(RunArgs),
 }
 
+/// A law on the command line: adaptx's three, and the peer
+/// re-implementations.
 #[derive(Debug, Clone, Copy, ValueEnum)]
+#[value(rename_all = "snake_case")]
 enum LawArg {
     Aimd,
     Vegas,
     Gradient,
+    /// adaptx's adaptive rate limiter: the policy of a scenario with a
+    /// [rate_limiter].
+    Rate,
+    /// Peer re-implementation: Netflix concurrency-limits' Gradient2.
+    NetflixGradient2,
+    /// Peer re-implementation: Netflix concurrency-limits' AIMD (backoff 0.9).
+    NetflixAimd,
+    /// Peer re-implementation: Vector's adaptive request concurrency.
+    VectorArc,
+    /// Peer re-implementation: Envoy's adaptive concurrency gradient controller.
+    EnvoyGradient,
 }
 
 impl From<LawArg> for Law {
@@ -101,6 +119,11 @@ impl From<LawArg> for Law {
             LawArg::Aimd => Law::Aimd,
             LawArg::Vegas => Law::Vegas,
             LawArg::Gradient => Law::Gradient,
+            LawArg::Rate => Law::Rate,
+            LawArg::NetflixGradient2 => Law::NetflixGradient2,
+            LawArg::NetflixAimd => Law::NetflixAimd,
+            LawArg::VectorArc => Law::VectorArc,
+            LawArg::EnvoyGradient => Law::EnvoyGradient,
         }
     }
 }
@@ -110,9 +133,16 @@ struct RunArgs {
     /// Scenario files, or directories whose *.toml files are run in name order.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Laws to run (repeat the flag for several). Default: all three.
+    /// Laws to run (repeat the flag for several): adaptx's aimd, vegas,
+    /// gradient, rate (the adaptive rate limiter, on scenarios with a
+    /// [rate_limiter]), or a peer re-implementation. Default: adaptx's four,
+    /// each on the scenarios it applies to (with --peers, the peers too).
     #[arg(long, value_enum, value_name = "LAW")]
     law: Vec<LawArg>,
+    /// Also run the peer re-implementations (netflix_gradient2, netflix_aimd,
+    /// vector_arc, envoy_gradient) beside the laws asked for.
+    #[arg(long)]
+    peers: bool,
     /// Run this one seed. Default: seed 0.
     #[arg(long, conflicts_with = "seeds")]
     seed: Option<u64>,
@@ -228,6 +258,7 @@ fn demo(out: PathBuf, threads: Option<usize>) -> ExitCode {
         }
     };
     let mut options = Options {
+        laws: Law::DEFAULT.into_iter().chain(Law::PEERS).collect(),
         baselines: true,
         progress: true,
         ..Options::default()
@@ -241,9 +272,10 @@ fn demo(out: PathBuf, threads: Option<usize>) -> ExitCode {
     }
     let _ = writeln!(
         io::stderr().lock(),
-        "adaptx-sim demo: {} scenarios x {} laws + baselines and oracle, seed 0, {} threads",
+        "adaptx-sim demo: {} scenarios x {} laws (adaptx's and {} peers) + baselines and oracle, seed 0, {} threads",
         entries.len(),
         options.laws.len(),
+        Law::PEERS.len(),
         options.threads
     );
     let s = suite::run(entries, &options);
@@ -270,10 +302,18 @@ fn run(args: RunArgs) -> ExitCode {
         ..Options::default()
     };
     if !args.law.is_empty() {
-        options.laws = Law::ALL
+        options.laws = Law::DEFAULT
             .into_iter()
+            .chain(Law::PEERS)
             .filter(|l| args.law.iter().any(|a| Law::from(*a) == *l))
             .collect();
+    }
+    if args.peers {
+        for p in Law::PEERS {
+            if !options.laws.contains(&p) {
+                options.laws.push(p);
+            }
+        }
     }
     if let Some(Seeds(seeds)) = args.seeds {
         options.seeds = seeds;

@@ -267,7 +267,8 @@ pub struct LimiterSpec {
     pub jitter: Option<f64>,
 }
 
-/// A control law of adaptx.
+/// A control law: one of adaptx's three, or a peer re-implementation (see
+/// [`crate::peers`]) run beside them for comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Law {
@@ -280,46 +281,89 @@ pub enum Law {
     /// The adaptive rate limiter (`RateLimiter`, mizu's law): the policy of
     /// a scenario with a `[rate_limiter]`.
     Rate,
+    /// Peer: Netflix concurrency-limits' Gradient2 ([`crate::peers::NetflixGradient2`]).
+    NetflixGradient2,
+    /// Peer: Netflix concurrency-limits' AIMD ([`crate::peers::NetflixAimd`]).
+    NetflixAimd,
+    /// Peer: Vector's adaptive request concurrency ([`crate::peers::VectorArc`]).
+    VectorArc,
+    /// Peer: Envoy's adaptive concurrency gradient controller
+    /// ([`crate::peers::EnvoyGradient`]).
+    EnvoyGradient,
 }
 
 impl Law {
-    /// The concurrency laws, in table order.
+    /// adaptx's three concurrency laws, in table order.
     pub const ALL: [Law; 3] = [Law::Aimd, Law::Vegas, Law::Gradient];
 
-    /// Every policy a suite runs by default, in table order; each scenario
-    /// runs those that [apply](Law::applies_to) to it.
+    /// Every adaptx policy a suite runs by default, in table order; each
+    /// scenario runs those that [apply](Law::applies_to) to it.
     pub const DEFAULT: [Law; 4] = [Law::Aimd, Law::Vegas, Law::Gradient, Law::Rate];
 
-    /// The adaptx algorithm of a concurrency law.
+    /// The peer re-implementations, in table order.
+    pub const PEERS: [Law; 4] = [
+        Law::NetflixGradient2,
+        Law::NetflixAimd,
+        Law::VectorArc,
+        Law::EnvoyGradient,
+    ];
+
+    /// Whether this is a peer re-implementation rather than one of adaptx's laws.
+    pub fn is_peer(self) -> bool {
+        Law::PEERS.contains(&self)
+    }
+
+    /// The adaptx algorithm of a concurrency law; `None` for the rate
+    /// limiter and for a peer.
     pub fn algorithm(self) -> Option<adaptx::Algorithm> {
         match self {
             Law::Aimd => Some(adaptx::Algorithm::Aimd),
             Law::Vegas => Some(adaptx::Algorithm::Vegas),
             Law::Gradient => Some(adaptx::Algorithm::Gradient),
             Law::Rate => None,
+            Law::NetflixGradient2 | Law::NetflixAimd | Law::VectorArc | Law::EnvoyGradient => None,
         }
     }
 
     /// Whether the law runs on `sc`: `rate` on a scenario with a
-    /// `[rate_limiter]`, the concurrency laws on the others.
+    /// `[rate_limiter]`, the concurrency laws (adaptx's and the peers') on
+    /// the others.
     pub fn applies_to(self, sc: &Scenario) -> bool {
         (self == Law::Rate) == sc.rate_limiter.is_some()
     }
 
-    /// Lowercase name.
+    /// The name as written in files and on the command line (snake_case).
     pub fn name(self) -> &'static str {
         match self {
             Law::Aimd => "aimd",
             Law::Vegas => "vegas",
             Law::Gradient => "gradient",
             Law::Rate => "rate",
+            Law::NetflixGradient2 => "netflix_gradient2",
+            Law::NetflixAimd => "netflix_aimd",
+            Law::VectorArc => "vector_arc",
+            Law::EnvoyGradient => "envoy_gradient",
         }
+    }
+
+    /// The law named `name` (as [`name`](Law::name) writes it), if any.
+    pub fn from_name(name: &str) -> Option<Law> {
+        Law::DEFAULT
+            .into_iter()
+            .chain(Law::PEERS)
+            .find(|l| l.name() == name)
     }
 }
 
+/// The name, with " (peer)" after a peer re-implementation's, so that no
+/// table or chart can pass a peer off as adaptx's.
 impl fmt::Display for Law {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        f.write_str(self.name())?;
+        if self.is_peer() {
+            f.write_str(" (peer)")?;
+        }
+        Ok(())
     }
 }
 

@@ -68,8 +68,9 @@ pub(crate) fn limiter_builder(
         return b.initial_limit(n).min_limit(n).max_limit(n);
     }
     if let Some(Policy::Law(law)) = policy {
-        if let Some(a) = law.algorithm() {
-            b = b.algorithm(a);
+        match law.algorithm() {
+            Some(a) => b = b.algorithm(a),
+            None => return crate::peers::builder(b, law, spec, seed),
         }
     }
     if let Some(v) = spec.initial_limit {
