@@ -217,7 +217,12 @@ fn report_has_first_screen_then_every_section_with_every_chart() {
     let first = tops[0];
     let heat = first.all(&|n| class_is(n, "table", "heat"));
     let metrics: Vec<_> = heat.iter().filter_map(|t| t.attr("data-metric")).collect();
-    assert_eq!(metrics, ["goodput", "overload"]);
+    assert_eq!(metrics, ["goodput", "goodput", "overload"]);
+    let references: Vec<_> = heat
+        .iter()
+        .filter_map(|t| t.attr("data-reference"))
+        .collect();
+    assert_eq!(references, ["oracle", "oracle ≤2%"]);
     for t in &heat {
         let header = t
             .all(&|n| n.tag == "th")
@@ -231,6 +236,7 @@ fn report_has_first_screen_then_every_section_with_every_chart() {
             );
         }
         assert!(header.iter().any(|h| h.trim() == "oracle"));
+        assert!(header.iter().any(|h| h.trim() == "oracle ≤2%"));
         assert!(header.iter().any(|h| h.trim() == "fixed C*"));
         // One row per scenario, every cell printing a number or a dash.
         let rows = t.all(&|n| n.tag == "tr");
