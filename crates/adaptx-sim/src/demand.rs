@@ -339,18 +339,6 @@ pub(crate) fn validate(sc: &Scenario) -> Result<(), String> {
             d.schedule.len()
         ));
     }
-    if !open {
-        // Every worker that can be alive at once, over all clients.
-        let total: f64 = (0..d.clients)
-            .map(|i| sc.client_demand(i).workers.max())
-            .sum();
-        if total > MAX_TOTAL_WORKERS as f64 {
-            return Err(format!(
-                "demand: up to {total} workers in all (demand.workers, [[client]] and \
-                 [[demand.schedule]]): expected at most {MAX_TOTAL_WORKERS}"
-            ));
-        }
-    }
     let mut prev = Nanos(0);
     for (i, ch) in d.schedule.iter().enumerate() {
         let at = format!("demand.schedule[{i}]");
@@ -404,6 +392,18 @@ pub(crate) fn validate(sc: &Scenario) -> Result<(), String> {
                     sc.duration
                 ));
             }
+        }
+    }
+    if !open {
+        // Every worker that can be alive at once, over all clients.
+        let total: f64 = (0..d.clients)
+            .map(|i| sc.client_demand(i).workers.max())
+            .sum();
+        if total > MAX_TOTAL_WORKERS as f64 {
+            return Err(format!(
+                "demand: up to {total} workers in all (demand.workers, [[client]] and \
+                 [[demand.schedule]]): expected at most {MAX_TOTAL_WORKERS}"
+            ));
         }
     }
     Ok(())

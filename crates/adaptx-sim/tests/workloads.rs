@@ -564,3 +564,42 @@ fn the_work_estimate_bounds_demand_that_moves() {
         );
     }
 }
+
+#[test]
+fn workload_fields_are_bounded() {
+    let cases: [(&str, &[&str]); 5] = [
+        (
+            "[demand]\nkind = \"open\"\nrate = 10.0\n[[demand.schedule]]\nat = \"10s\"\nrate = 1e300",
+            &["demand.schedule[0].rate", "1e300", "1e9"],
+        ),
+        (
+            "[demand]\nkind = \"closed\"\nworkers = 5\n[[demand.schedule]]\nat = \"10s\"\nworkers = 4294967295",
+            &["demand.schedule[0].workers", "4294967295", "1000000"],
+        ),
+        (
+            "[demand]\nkind = \"closed\"\nclients = 3\nworkers = 5\n[[demand.schedule]]\nat = \"10s\"\nworkers = 900000",
+            &["demand", "2700000 workers", "1000000"],
+        ),
+        (
+            "[demand]\nkind = \"closed\"\nworkers = 5\n[[client]]\nthink_time = \"2h\"",
+            &["client[0].think_time", "7200s", "3600s"],
+        ),
+        (
+            "[demand]\nkind = \"closed\"\nworkers = 5\n[[client]]\nlimiter = { max_limit = 2000000 }",
+            &["client[0].limiter.max_limit", "2000000", "1000000"],
+        ),
+    ];
+    for (tail, parts) in cases {
+        let msg = error(&format!("{BASE}{tail}"));
+        for p in parts {
+            assert!(msg.contains(p), "`{p}` missing from: {msg}");
+        }
+    }
+    let backend = error(&format!(
+        "{BASE}soft_ceiling = 4294967295\nsoft_ceiling_full = 4294967295\n[demand]\nkind = \"closed\"\nworkers = 5"
+    ));
+    assert!(
+        backend.contains("backend.soft_ceiling: 4294967295"),
+        "{backend}"
+    );
+}
