@@ -133,6 +133,11 @@ impl Control {
             stale_failures: f.fail.saturating_sub(f.fresh),
             peak_in_flight: usize::try_from(f.peak).unwrap_or(usize::MAX),
             mean_rtt_nanos: mean,
+            mean_ok_rtt_nanos: if f.ok > 0 {
+                f.ok_rtt as f64 / f.ok as f64
+            } else {
+                0.0
+            },
             min_rtt_nanos: if f.min_rtt == u64::MAX {
                 0.0
             } else {

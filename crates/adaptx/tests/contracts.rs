@@ -720,6 +720,7 @@ fn improvement_3_vegas_band_continuous() {
             stale_failures: 0,
             peak_in_flight: 100,
             mean_rtt_nanos: r,
+            mean_ok_rtt_nanos: r,
             min_rtt_nanos: m,
             rtt_floor_nanos: Some(m),
             rtt_average_nanos: Some(r),
@@ -1029,6 +1030,7 @@ fn improvement_8_control_law_is_a_public_trait() {
         stale_failures: 0,
         peak_in_flight: 4,
         mean_rtt_nanos: 3e6,
+        mean_ok_rtt_nanos: 3e6,
         min_rtt_nanos: 2e6,
         rtt_floor_nanos: Some(2e6),
         rtt_average_nanos: None,
@@ -1039,6 +1041,7 @@ fn improvement_8_control_law_is_a_public_trait() {
         stale_failures: 0,
         peak_in_flight: 2,
         mean_rtt_nanos: 6e6,
+        mean_ok_rtt_nanos: 6e6,
         min_rtt_nanos: 6e6,
         rtt_average_nanos: Some(3e6),
         ..base

@@ -45,6 +45,7 @@ fn summary(limit: usize, r: f64, floor: Option<f64>, avg: Option<f64>) -> Window
         stale_failures: 0,
         peak_in_flight: limit,
         mean_rtt_nanos: r,
+        mean_ok_rtt_nanos: r,
         min_rtt_nanos: r,
         rtt_floor_nanos: floor,
         rtt_average_nanos: avg,

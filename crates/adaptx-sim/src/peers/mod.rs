@@ -124,6 +124,7 @@ pub(crate) fn window(
         stale_failures: 0,
         peak_in_flight: peak,
         mean_rtt_nanos: rtt_ms * 1e6,
+        mean_ok_rtt_nanos: rtt_ms * 1e6,
         min_rtt_nanos: rtt_ms * 1e6,
         rtt_floor_nanos: None,
         rtt_average_nanos: None,

@@ -50,6 +50,7 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///     stale_failures: 0,
 ///     peak_in_flight: 10,
 ///     mean_rtt_nanos: 1e6,
+///     mean_ok_rtt_nanos: 1e6,
 ///     min_rtt_nanos: 1e6,
 ///     rtt_floor_nanos: Some(1e6),
 ///     rtt_average_nanos: Some(1e6),

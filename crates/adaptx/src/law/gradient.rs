@@ -76,6 +76,7 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///     stale_failures: 0,
 ///     peak_in_flight: 20,
 ///     mean_rtt_nanos: 15e6,
+///     mean_ok_rtt_nanos: 15e6,
 ///     min_rtt_nanos: 10e6,
 ///     rtt_floor_nanos: Some(10e6),
 ///     rtt_average_nanos: Some(10e6),

@@ -39,6 +39,12 @@ pub struct WindowSummary {
     pub peak_in_flight: usize,
     /// Arithmetic mean latency of the window's samples, in nanoseconds.
     pub mean_rtt_nanos: f64,
+    /// Arithmetic mean latency of the window's *successful* samples, in
+    /// nanoseconds; 0 when the window had none. A fast overload rejection is
+    /// not a service time: a delay law that reads [`mean_rtt_nanos`]
+    /// (WindowSummary::mean_rtt_nanos) sees the latency *fall* as rejections
+    /// rise.
+    pub mean_ok_rtt_nanos: f64,
     /// Smallest latency sample of the window, in nanoseconds.
     pub min_rtt_nanos: f64,
     /// The long-term floor latency (RTT_min): the lowest window mean of
@@ -96,6 +102,22 @@ pub trait ControlLaw: Send + fmt::Debug + 'static {
     /// Forgets all state, as after construction. Called by
     /// [`Limiter::reset_stats`](crate::Limiter::reset_stats).
     fn reset(&mut self) {}
+
+    /// Whether the limiter should close the window at the first *fresh*
+    /// overload failure — one of an operation admitted since the last
+    /// decrease — instead of waiting for the window to end, so that the law
+    /// can answer an overload at once: a probe above the backend's ceiling
+    /// then costs one rejection instead of a window of them.
+    ///
+    /// Read once, when the limiter is built. Only fresh failures close a
+    /// window early; a stale one (admitted before the last decrease: the
+    /// overload that decrease already answered) is counted without taking any
+    /// lock, as every completion is. A law that asks for this must decide on
+    /// short windows: the one closed early may hold a single sample. Default
+    /// `false`: the window runs its full length.
+    fn reacts_to_first_failure(&self) -> bool {
+        false
+    }
 }
 
 /// `floor(limit · ratio)`: the multiplicative decrease shared by all laws.
@@ -138,6 +160,7 @@ pub(crate) fn test_window(
         stale_failures: 0,
         peak_in_flight: peak,
         mean_rtt_nanos: r,
+        mean_ok_rtt_nanos: r,
         min_rtt_nanos: r,
         rtt_floor_nanos: floor,
         rtt_average_nanos: avg,

@@ -344,6 +344,7 @@ impl Builder {
         let window_nanos = u64::try_from(self.sample_window.as_nanos()).unwrap_or(u64::MAX);
         let now = clock.now_nanos();
         let algorithm = law.name();
+        let react_to_first_failure = law.reacts_to_first_failure();
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         Ok(Limiter::from_inner(Inner {
             hot: Padded(Hot {
@@ -352,6 +353,7 @@ impl Builder {
             }),
             clock,
             window_nanos,
+            react_to_first_failure,
             initial_limit: initial,
             cfg: ControlConfig {
                 min_limit: min,

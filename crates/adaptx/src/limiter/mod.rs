@@ -108,6 +108,8 @@ pub(crate) struct Inner {
     hot: Padded<Hot>,
     clock: AnyClock,
     window_nanos: u64,
+    /// The law's [`crate::ControlLaw::reacts_to_first_failure`].
+    react_to_first_failure: bool,
     initial_limit: usize,
     cfg: ControlConfig,
     algorithm: &'static str,
@@ -184,14 +186,19 @@ impl Inner {
                 epoch,
             } => {
                 let w = &self.hot.window;
+                let success = outcome.is_success();
                 w.add(Sample {
-                    success: outcome.is_success(),
+                    success,
                     nanos,
                     in_flight: self.hot.pool.in_flight(),
                     epoch,
                 });
                 let start = w.start.load(Ordering::Acquire);
-                if now.saturating_sub(start) >= self.window_nanos {
+                // A fresh overload failure closes the window at once when the
+                // law asks for it; a stale one (admitted before the epoch
+                // moved) never does, so it takes no lock.
+                let react = !success && self.react_to_first_failure && epoch == w.epoch();
+                if react || now.saturating_sub(start) >= self.window_nanos {
                     self.close_window(start, now);
                 }
             }
