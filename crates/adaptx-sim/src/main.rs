@@ -100,6 +100,7 @@ enum LawArg {
     Aimd,
     Vegas,
     Gradient,
+    Ceiling,
     /// adaptx's adaptive rate limiter: the policy of a scenario with a
     /// [rate_limiter].
     Rate,
@@ -119,6 +120,7 @@ impl From<LawArg> for Law {
             LawArg::Aimd => Law::Aimd,
             LawArg::Vegas => Law::Vegas,
             LawArg::Gradient => Law::Gradient,
+            LawArg::Ceiling => Law::Ceiling,
             LawArg::Rate => Law::Rate,
             LawArg::NetflixGradient2 => Law::NetflixGradient2,
             LawArg::NetflixAimd => Law::NetflixAimd,

@@ -347,6 +347,7 @@ fn law_style(law: Law) -> Style {
         Law::Aimd => (OI_BLUE, None, 3),
         Law::Vegas => (OI_VERMILLION, Some((10, 5)), 2),
         Law::Gradient => (OI_GREEN, Some((3, 3)), 2),
+        Law::Ceiling => (OI_BLACK, None, 2),
         Law::NetflixGradient2 => (OI_ORANGE, Some((14, 4)), 2),
         Law::NetflixAimd => (OI_SKY, Some((6, 3)), 2),
         Law::VectorArc => (OI_PURPLE, Some((2, 6)), 2),

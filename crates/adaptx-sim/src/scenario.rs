@@ -278,6 +278,8 @@ pub enum Law {
     Vegas,
     /// `Algorithm::Gradient`.
     Gradient,
+    /// `Algorithm::Ceiling`.
+    Ceiling,
     /// The adaptive rate limiter (`RateLimiter`, mizu's law): the policy of
     /// a scenario with a `[rate_limiter]`.
     Rate,
@@ -294,11 +296,17 @@ pub enum Law {
 
 impl Law {
     /// adaptx's three concurrency laws, in table order.
-    pub const ALL: [Law; 3] = [Law::Aimd, Law::Vegas, Law::Gradient];
+    pub const ALL: [Law; 4] = [Law::Aimd, Law::Vegas, Law::Gradient, Law::Ceiling];
 
     /// Every adaptx policy a suite runs by default, in table order; each
     /// scenario runs those that [apply](Law::applies_to) to it.
-    pub const DEFAULT: [Law; 4] = [Law::Aimd, Law::Vegas, Law::Gradient, Law::Rate];
+    pub const DEFAULT: [Law; 5] = [
+        Law::Aimd,
+        Law::Vegas,
+        Law::Gradient,
+        Law::Ceiling,
+        Law::Rate,
+    ];
 
     /// The peer re-implementations, in table order.
     pub const PEERS: [Law; 4] = [
@@ -320,6 +328,7 @@ impl Law {
             Law::Aimd => Some(adaptx::Algorithm::Aimd),
             Law::Vegas => Some(adaptx::Algorithm::Vegas),
             Law::Gradient => Some(adaptx::Algorithm::Gradient),
+            Law::Ceiling => Some(adaptx::Algorithm::Ceiling),
             Law::Rate => None,
             Law::NetflixGradient2 | Law::NetflixAimd | Law::VectorArc | Law::EnvoyGradient => None,
         }
@@ -338,6 +347,7 @@ impl Law {
             Law::Aimd => "aimd",
             Law::Vegas => "vegas",
             Law::Gradient => "gradient",
+            Law::Ceiling => "ceiling",
             Law::Rate => "rate",
             Law::NetflixGradient2 => "netflix_gradient2",
             Law::NetflixAimd => "netflix_aimd",

@@ -22,7 +22,10 @@ pub use error::{
     AcquireError, AcquireTimeoutError, ConfigError, DrainTimeoutError, ExecuteError, PanicError,
     TryAcquireError, TryExecuteError,
 };
-pub use law::{Aimd, ControlLaw, GRADIENT_QUEUE_BOUND, Gradient, Vegas, WindowSummary};
+pub use law::{
+    Aimd, CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, GRADIENT_QUEUE_BOUND, Gradient, Vegas,
+    WindowSummary,
+};
 pub use limiter::{
     Acquire, Algorithm, Builder, Controller, Drained, LimitChangeHook, Limiter, Outcome,
     OwnedPermit, Permit,

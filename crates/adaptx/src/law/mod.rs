@@ -7,10 +7,12 @@
 use std::fmt;
 
 mod aimd;
+mod ceiling;
 mod gradient;
 mod vegas;
 
 pub use aimd::Aimd;
+pub use ceiling::{CEILING_DEFAULT_TOLERANCE, Ceiling};
 pub use gradient::{GRADIENT_QUEUE_BOUND, Gradient};
 pub use vegas::Vegas;
 

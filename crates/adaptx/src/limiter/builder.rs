@@ -9,7 +9,7 @@ use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::control::{Control, ControlConfig};
 use crate::defaults::*;
 use crate::error::{ConfigError, closed_closed, open_closed};
-use crate::law::{Aimd, ControlLaw, Gradient, Vegas};
+use crate::law::{Aimd, CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, Gradient, Vegas};
 use crate::pool::{MAX_PERMITS, Pool};
 use crate::sync::Mutex;
 use crate::sync::Padded;
@@ -32,6 +32,9 @@ pub enum Algorithm {
     /// Window mean against its moving average: see [`Gradient`]. For backends
     /// whose floor latency drifts.
     Gradient,
+    /// Finds the backend's best concurrency from overload failures and
+    /// latency, rests at it and probes it rarely: see [`Ceiling`].
+    Ceiling,
 }
 
 impl fmt::Display for Algorithm {
@@ -40,6 +43,7 @@ impl fmt::Display for Algorithm {
             Algorithm::Aimd => "aimd",
             Algorithm::Vegas => "vegas",
             Algorithm::Gradient => "gradient",
+            Algorithm::Ceiling => "ceiling",
         })
     }
 }
@@ -328,6 +332,9 @@ impl Builder {
             (None, Algorithm::Aimd) => Box::new(aimd),
             (None, Algorithm::Vegas) => Box::new(vegas),
             (None, Algorithm::Gradient) => Box::new(gradient),
+            (None, Algorithm::Ceiling) => {
+                Box::new(Ceiling::new(CEILING_DEFAULT_TOLERANCE, self.utilization))
+            }
         };
 
         let clock = match self.clock {

@@ -1,0 +1,506 @@
+//! Ceiling: find the backend's best concurrency, rest at it, probe it
+//! rarely.
+
+use super::{ControlLaw, WindowSummary, app_limited, utilized};
+use crate::defaults::DEFAULT_UTILIZATION;
+
+/// How much the mean latency of successes may exceed the latency floor
+/// before Ceiling reads it as a queue: 20 %.
+pub const CEILING_DEFAULT_TOLERANCE: f64 = 0.2;
+
+/// At least this many windows between two floor probes.
+const PROBE_SPACING: u32 = 5;
+
+/// A success latency this far above the allowed one (×) is a step of the
+/// floor, not a queue the limit built: probe the floor before cutting.
+const PROBE_JUMP: f64 = 1.5;
+
+/// Cutting on latency this many windows in a row probes the floor too.
+const PROBE_AFTER_CUTS: u32 = 3;
+
+/// A window's fresh failures are overload when background noise at the
+/// learned rate would have produced that many this rarely.
+const NOISE_SIGNIFICANCE: f64 = 0.05;
+
+/// The background failure rate learns over about this many samples.
+const NOISE_SAMPLES: f64 = 1000.0;
+
+/// A window in which more than this fraction failed teaches the background
+/// rate nothing: it was overload.
+const NOISE_MAX_FRACTION: f64 = 0.05;
+
+/// Slow start multiplies the limit by this per clean, busy window: one step
+/// past the ceiling overshoots it by at most half.
+const SLOW_START_GROWTH: f64 = 1.5;
+
+/// The largest decrease factor of an overload below a known ceiling.
+const DECREASE: f64 = 0.9;
+
+/// A window measures the concurrency the backend served only with at least
+/// this many successes.
+const MEASURE_MIN_OK: u64 = 10;
+
+/// Where a limit is and what it has learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No overload seen yet: grow by half per window.
+    SlowStart,
+    /// Overload was seen at `ceiling`: rest just below it, probe it every few
+    /// windows.
+    Known { ceiling: usize },
+    /// A probe of the known ceiling was clean: the ceiling moved up; climb
+    /// by `step`, doubling it per clean window.
+    Explore { step: usize },
+}
+
+/// Ceiling: a law that finds the backend's best concurrency C*, rests there
+/// and probes it rarely, from overload failures *and* latency.
+///
+/// - **Slow start.** Until the first overload it grows the limit by half per
+///   clean, busy window, so the first overshoot is at most 1.5 × C*.
+/// - **Decrease to what was served.** On a fresh overload failure (the
+///   limiter closes the window at once: [`reacts_to_first_failure`]) it
+///   measures the concurrency the backend actually served, `N = successes /
+///   window time × mean success latency` (Little's law), and moves the limit
+///   to `ceil(N)` — the concurrency in use, not a fixed fraction, so a
+///   ceiling costs no sawtooth. A failure in a window that served the whole
+///   limit (`N ≥ L − max(1.5, 5 % of L)`) is noise — a flaky network, not
+///   overload — and changes nothing.
+/// - **Ceiling memory.** It remembers the lowest limit that failed, rests one
+///   below it, and every 2–4 windows (jittered) probes it: the probe costs one
+///   rejection when the ceiling is still there (the window closes on it); a
+///   clean probe means the ceiling moved up, and the limit climbs by 1, 2, 4,
+///   … per window until it fails again. Below the resting level it returns
+///   halfway per window.
+/// - **Latency.** The floor is the lowest mean success latency of the last
+///   10 measured windows. A busy window whose success mean exceeds the floor
+///   by more than `tolerance` is a queue: the limit moves to `L · floor · (1 +
+///   tolerance) / mean` and that level becomes the ceiling. If the floor has
+///   not been checked for 30 windows, the law first *probes* it — one window
+///   at half the limit, whose mean becomes the floor — so a backend that got
+///   slower (not busier) keeps its limit.
+///
+/// Stale failures (the drain of an overload already answered) hold the
+/// limit. A window that used less than `utilization` of the limit never
+/// grows it, and one that used less than half of it never cuts on latency.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Ceiling, ControlLaw, WindowSummary};
+///
+/// let mut law = Ceiling::default();
+/// let busy = WindowSummary {
+///     duration_nanos: 1_000_000_000,
+///     samples: 200,
+///     failures: 0,
+///     stale_failures: 0,
+///     peak_in_flight: 10,
+///     mean_rtt_nanos: 50e6,
+///     mean_ok_rtt_nanos: 50e6,
+///     min_rtt_nanos: 50e6,
+///     rtt_floor_nanos: Some(50e6),
+///     rtt_average_nanos: Some(50e6),
+/// };
+/// // Slow start: half again per clean, busy window.
+/// assert_eq!(law.next_limit(10, &busy), 15);
+/// // 300 successes of 50 ms in a second: 15 were served at a time; a fresh
+/// // failure finds 15 served at a limit of 22, so the limit goes to 15.
+/// let failing = WindowSummary {
+///     samples: 301,
+///     failures: 1,
+///     peak_in_flight: 22,
+///     ..busy
+/// };
+/// assert_eq!(law.next_limit(22, &failing), 15);
+/// ```
+///
+/// [`reacts_to_first_failure`]: ControlLaw::reacts_to_first_failure
+#[derive(Debug, Clone)]
+pub struct Ceiling {
+    tolerance: f64,
+    utilization: f64,
+    phase: Phase,
+    /// Windows spent at the resting level since the last probe.
+    rested: u32,
+    /// Windows to rest before the next probe.
+    rest: u32,
+    rng: u64,
+    /// The lowest mean success latency of a measured window since the last
+    /// floor probe.
+    floor: Option<f64>,
+    since_floor_probe: u32,
+    /// Consecutive windows cut on latency.
+    latency_cuts: u32,
+    /// The limit to restore after a floor probe in progress.
+    floor_probe: Option<usize>,
+    /// The concurrency served in the last measured window.
+    served: Option<f64>,
+    /// Background failure probability per sample (failures that come at any
+    /// load: a flaky network).
+    noise: f64,
+}
+
+impl Default for Ceiling {
+    fn default() -> Self {
+        Self::new(CEILING_DEFAULT_TOLERANCE, DEFAULT_UTILIZATION)
+    }
+}
+
+impl Ceiling {
+    /// A Ceiling law with latency `tolerance` (the queue it allows above the
+    /// floor, as a fraction) and the `utilization` a window needs to grow the
+    /// limit. The builder checks both.
+    pub fn new(tolerance: f64, utilization: f64) -> Self {
+        let mut law = Self {
+            tolerance,
+            utilization,
+            phase: Phase::SlowStart,
+            rested: 0,
+            rest: 0,
+            rng: 0x2545_F491_4F6C_DD1D,
+            floor: None,
+            since_floor_probe: PROBE_SPACING,
+            latency_cuts: 0,
+            floor_probe: None,
+            served: None,
+            noise: 0.0,
+        };
+        law.rest = law.draw_rest();
+        law
+    }
+
+    /// 2, 3 or 4 windows, from a splitmix64 stream: probes of clients that
+    /// started together drift apart.
+    fn draw_rest(&mut self) -> u32 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        2 + (z % 3) as u32
+    }
+
+    /// Rest just below `ceiling` from now on.
+    fn remember(&mut self, ceiling: usize) {
+        self.phase = Phase::Known { ceiling };
+        self.rested = 0;
+    }
+
+    /// Whether `failures` of `samples` are more than background noise could
+    /// explain: `P(F ≥ failures) < NOISE_SIGNIFICANCE` for `F` Poisson with
+    /// mean `noise · samples`.
+    fn significant(&self, failures: u64, samples: u64) -> bool {
+        let mu = self.noise * samples as f64;
+        if mu <= 0.0 {
+            return true;
+        }
+        // P(F < f) = Σ_{k < f} e^−μ μ^k / k!, summed until it settles.
+        let mut term = (-mu).exp();
+        let mut below = 0.0;
+        for k in 0..failures.min(1000) {
+            below += term;
+            term *= mu / (k + 1) as f64;
+        }
+        1.0 - below < NOISE_SIGNIFICANCE
+    }
+
+    /// Folds a window's failure fraction into the background rate.
+    fn learn_noise(&mut self, failures: u64, samples: u64) {
+        if samples == 0 {
+            return;
+        }
+        let fraction = failures as f64 / samples as f64;
+        if fraction > NOISE_MAX_FRACTION {
+            return;
+        }
+        let keep = (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64);
+        self.noise = self.noise * keep + fraction * (1.0 - keep);
+    }
+
+    /// An overload failure at limit `limit`.
+    fn overloaded(&mut self, limit: usize) -> usize {
+        let probing = matches!(self.phase, Phase::Known { ceiling } if limit >= ceiling);
+        let next = if probing {
+            // The ceiling is still there: back to resting below it.
+            limit - 1
+        } else {
+            // Down to the concurrency the backend served, and by a tenth at
+            // least: a client resting below a ceiling it shares gives up
+            // room in proportion to its size, so shares even out.
+            let tenth = (limit as f64 * DECREASE) as usize;
+            match self.served {
+                Some(n) => (n.round() as usize).min(tenth).min(limit - 1),
+                None => tenth.min(limit - 1),
+            }
+        };
+        let next = next.max(1);
+        // The level that failed is the ceiling: the limit climbs back
+        // halfway per window and rests one below it.
+        self.remember(limit.max(next + 1));
+        next
+    }
+
+    fn grow(&mut self, limit: usize) -> usize {
+        match self.phase {
+            Phase::SlowStart => ((limit as f64 * SLOW_START_GROWTH).ceil() as usize).max(limit + 1),
+            Phase::Known { ceiling } => {
+                let rest_at = ceiling - 1;
+                if limit < rest_at {
+                    limit + (rest_at - limit).div_ceil(2)
+                } else if limit == rest_at {
+                    self.rested += 1;
+                    if self.rested >= self.rest {
+                        self.rested = 0;
+                        self.rest = self.draw_rest();
+                        ceiling
+                    } else {
+                        limit
+                    }
+                } else {
+                    // A clean, busy window at (or above) the remembered
+                    // ceiling: it has moved up.
+                    self.phase = Phase::Explore { step: 2 };
+                    limit + 1
+                }
+            }
+            Phase::Explore { step } => {
+                self.phase = Phase::Explore {
+                    step: step.saturating_mul(2),
+                };
+                limit.saturating_add(step)
+            }
+        }
+    }
+}
+
+impl ControlLaw for Ceiling {
+    fn name(&self) -> &'static str {
+        "ceiling"
+    }
+
+    fn reacts_to_first_failure(&self) -> bool {
+        true
+    }
+
+    fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
+        let ok = w
+            .samples
+            .saturating_sub(w.failures)
+            .saturating_sub(w.stale_failures);
+        let mean_ok = (ok > 0 && w.mean_ok_rtt_nanos > 0.0).then_some(w.mean_ok_rtt_nanos);
+        self.since_floor_probe = self.since_floor_probe.saturating_add(1);
+        if let Some(saved) = self.floor_probe.take() {
+            // The window at half the limit measured the floor.
+            if let Some(m) = mean_ok {
+                self.floor = Some(m);
+            }
+            self.since_floor_probe = 0;
+            self.latency_cuts = 0;
+            if w.failures == 0 {
+                return saved;
+            }
+        }
+        // Little's law over a window long enough to hold a few round trips.
+        if let Some(m) = mean_ok {
+            if ok >= MEASURE_MIN_OK && w.duration_nanos as f64 >= 2.0 * m {
+                self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
+                self.served = Some(ok as f64 / w.duration_nanos as f64 * m);
+            }
+        }
+        let all_failed = w.failures + w.stale_failures;
+        if w.failures > 0 && self.significant(w.failures, w.samples) {
+            self.learn_noise(all_failed, w.samples);
+            return self.overloaded(limit);
+        }
+        // No fresh failure, or no more than the background rate explains:
+        // the window counts as clean.
+        self.learn_noise(all_failed, w.samples);
+        if w.stale_failures > 0 && w.failures == 0 {
+            return limit;
+        }
+        if let (Some(floor), Some(m)) = (self.floor, mean_ok) {
+            let allowed = floor * (1.0 + self.tolerance);
+            if m > allowed && !app_limited(limit, w.peak_in_flight) {
+                let suspect = m > PROBE_JUMP * allowed || self.latency_cuts >= PROBE_AFTER_CUTS;
+                if suspect && self.since_floor_probe >= PROBE_SPACING {
+                    // Slower, or busier? One window at half the limit tells.
+                    self.floor_probe = Some(limit);
+                    return (limit / 2).max(1);
+                }
+                self.latency_cuts += 1;
+                let next = ((limit as f64 * allowed / m) as usize)
+                    .min(limit - 1)
+                    .max(1);
+                self.remember(next + 1);
+                return next;
+            }
+        }
+        self.latency_cuts = 0;
+        if !utilized(limit, w.peak_in_flight, self.utilization) {
+            return limit;
+        }
+        self.grow(limit)
+    }
+
+    fn reset(&mut self) {
+        *self = Self::new(self.tolerance, self.utilization);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: f64 = 1e6;
+
+    /// A window of `ok` successes of `rtt_ms` and `failures` fresh failures,
+    /// `duration_ms` long, with `peak` in flight.
+    fn win(ok: u64, failures: u64, peak: usize, rtt_ms: f64, duration_ms: u64) -> WindowSummary {
+        WindowSummary {
+            duration_nanos: duration_ms * 1_000_000,
+            samples: ok + failures,
+            failures,
+            stale_failures: 0,
+            peak_in_flight: peak,
+            mean_rtt_nanos: rtt_ms * MS,
+            mean_ok_rtt_nanos: if ok > 0 { rtt_ms * MS } else { 0.0 },
+            min_rtt_nanos: rtt_ms * MS,
+            rtt_floor_nanos: Some(rtt_ms * MS),
+            rtt_average_nanos: Some(rtt_ms * MS),
+        }
+    }
+
+    /// A saturated window at limit `l` of a 50 ms backend: `l` served.
+    fn full(l: usize) -> WindowSummary {
+        win(20 * l as u64, 0, l, 50.0, 1000)
+    }
+
+    #[test]
+    fn ceiling_slow_start_grows_by_half_per_busy_clean_window() {
+        let mut law = Ceiling::default();
+        let mut l = 10;
+        let mut seen = vec![l];
+        for _ in 0..4 {
+            l = law.next_limit(l, &full(l));
+            seen.push(l);
+        }
+        assert_eq!(seen, [10, 15, 23, 35, 53]);
+        // A window that did not use the limit proves nothing: hold.
+        assert_eq!(law.next_limit(53, &win(200, 0, 20, 50.0, 1000)), 53);
+    }
+
+    #[test]
+    fn ceiling_decreases_to_the_concurrency_served() {
+        let mut law = Ceiling::default();
+        // 20 served (400 successes of 50 ms in 1 s), the limit at 30.
+        assert_eq!(law.next_limit(30, &win(400, 0, 30, 50.0, 1000)), 45);
+        // Little's law: 400 / 1 s × 50 ms = 20; min(20, 0.9 × 45 = 40) = 20.
+        assert_eq!(law.next_limit(45, &win(400, 1, 45, 50.0, 1000)), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 45 });
+    }
+
+    #[test]
+    fn ceiling_rests_below_the_known_ceiling_and_probes_it() {
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            rest: 3,
+            ..Ceiling::default()
+        };
+        // Below the resting level: halfway back per window.
+        assert_eq!(law.next_limit(10, &full(10)), 15);
+        assert_eq!(law.next_limit(15, &full(15)), 18);
+        assert_eq!(law.next_limit(18, &full(18)), 19);
+        assert_eq!(law.next_limit(19, &full(19)), 20);
+        // At the resting level for `rest` windows, then one probe.
+        assert_eq!(law.next_limit(20, &full(20)), 20);
+        assert_eq!(law.next_limit(20, &full(20)), 20);
+        assert_eq!(law.next_limit(20, &full(20)), 21);
+        // The probe fails (the window closed at its first rejection): back.
+        assert_eq!(law.next_limit(21, &win(2, 1, 21, 50.0, 3)), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        assert!((2..=4).contains(&law.rest));
+    }
+
+    #[test]
+    fn ceiling_climbs_faster_and_faster_once_a_probe_is_clean() {
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            ..Ceiling::default()
+        };
+        // A clean, busy window at the ceiling: it has moved up.
+        assert_eq!(law.next_limit(21, &full(21)), 22);
+        assert_eq!(law.next_limit(22, &full(22)), 24);
+        assert_eq!(law.next_limit(24, &full(24)), 28);
+        assert_eq!(law.next_limit(28, &full(28)), 36);
+        assert_eq!(law.next_limit(36, &full(36)), 52);
+    }
+
+    #[test]
+    fn ceiling_reads_rare_failures_as_noise_once_it_has_learned_them() {
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            rest: 100,
+            ..Ceiling::default()
+        };
+        // With no background rate learned, one failure is overload.
+        assert!(law.significant(1, 400));
+        // A long stretch with 1 % of failures in each window.
+        for _ in 0..20 {
+            law.learn_noise(4, 400);
+        }
+        assert!((law.noise - 0.01).abs() < 0.001, "{}", law.noise);
+        // One failure in 100 samples is what 1 % noise makes: not overload,
+        // the limit holds at its resting level.
+        assert!(!law.significant(1, 100));
+        assert_eq!(law.next_limit(20, &win(99, 1, 20, 50.0, 280)), 20);
+        // One failure in the first 2 samples is not.
+        assert!(law.significant(1, 2));
+        // Nor are 8 in 100 (P(F ≥ 8 | μ = 1) ≈ 1e-5).
+        assert!(law.significant(8, 100));
+        // Overload windows teach the background rate nothing.
+        let before = law.noise;
+        law.learn_noise(50, 100);
+        assert_eq!(law.noise, before);
+    }
+
+    #[test]
+    fn ceiling_cuts_a_queue_and_probes_a_floor_that_jumped() {
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 60 },
+            rest: 100,
+            ..Ceiling::default()
+        };
+        // Learns a 50 ms floor; halfway back toward resting at 59.
+        assert_eq!(law.next_limit(20, &full(20)), 40);
+        law.since_floor_probe = 0;
+        // 60 ms is within 20 % of the floor: keep climbing.
+        assert_eq!(law.next_limit(40, &win(660, 0, 40, 60.0, 1000)), 50);
+        // 75 ms at a limit of 50: a queue. 50 × 60 / 75 = 40.
+        assert_eq!(law.next_limit(50, &win(660, 0, 50, 75.0, 1000)), 40);
+        assert_eq!(law.phase, Phase::Known { ceiling: 41 });
+        // Twice the floor is a jump: once the spacing allows, probe at half
+        // the limit first...
+        law.since_floor_probe = PROBE_SPACING;
+        assert_eq!(law.next_limit(40, &win(400, 0, 40, 100.0, 1000)), 20);
+        // ...whose mean is the new floor, and restore the limit.
+        assert_eq!(law.next_limit(20, &win(200, 0, 20, 100.0, 1000)), 40);
+        assert_eq!(law.floor, Some(100.0 * MS));
+    }
+
+    #[test]
+    fn ceiling_holds_on_stale_failures_and_resets() {
+        let mut law = Ceiling::default();
+        let stale = WindowSummary {
+            stale_failures: 3,
+            ..full(20)
+        };
+        assert_eq!(law.next_limit(20, &stale), 20);
+        assert_eq!(law.next_limit(30, &win(400, 40, 30, 50.0, 1000)), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 30 });
+        law.reset();
+        assert_eq!(law.phase, Phase::SlowStart);
+        assert_eq!(law.noise, 0.0);
+        assert!(law.reacts_to_first_failure());
+    }
+}
