@@ -43,9 +43,9 @@ pub struct WindowSummary {
     pub mean_rtt_nanos: f64,
     /// Arithmetic mean latency of the window's *successful* samples, in
     /// nanoseconds; 0 when the window had none. A fast overload rejection is
-    /// not a service time: a delay law that reads [`mean_rtt_nanos`]
-    /// (WindowSummary::mean_rtt_nanos) sees the latency *fall* as rejections
-    /// rise.
+    /// not a service time: a delay law that reads
+    /// [`mean_rtt_nanos`](WindowSummary::mean_rtt_nanos) sees the latency
+    /// *fall* as rejections rise.
     pub mean_ok_rtt_nanos: f64,
     /// Smallest latency sample of the window, in nanoseconds.
     pub min_rtt_nanos: f64,
