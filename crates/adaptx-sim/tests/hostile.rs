@@ -196,10 +196,12 @@ fn open_rate_1e12_is_refused_with_its_bounds() {
 
 #[test]
 fn open_rate_within_bounds_is_refused_by_the_work_estimate() {
-    // 10⁸ requests a second is within the field's bound, and 3.6 × 10¹⁰
-    // requests over two minutes and three laws.
+    // 10⁸ requests a second is within the field's bound, and 1.2 × 10¹⁰
+    // requests over two minutes per law: 4.8 × 10¹⁰ for adaptx's four
+    // concurrency laws.
     let sc =
         Scenario::from_toml("fast.toml", &replaced(OPEN, "rate = 80.0", "rate = 1e8")).unwrap();
+    assert_eq!(adaptx_sim::Law::ALL.len(), 4);
     let e = work::check(&entries(sc), &Options::default(), Limits::default())
         .expect_err("over the default limit")
         .to_string();
@@ -207,7 +209,7 @@ fn open_rate_within_bounds_is_refused_by_the_work_estimate() {
         &e,
         &[
             "work estimate",
-            "3.6e10 events",
+            "4.8e10 events",
             "over the limit of 3e10",
             "fast.toml",
             "--max-events",

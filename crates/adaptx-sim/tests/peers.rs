@@ -24,7 +24,7 @@ workers = 100
 
 #[test]
 fn peers_are_apart_from_adaptx_laws_and_labelled() {
-    assert_eq!(Law::ALL.len(), 3);
+    assert_eq!(Law::ALL.len(), 4);
     for law in Law::ALL {
         assert!(!law.is_peer());
         assert_eq!(law.to_string(), law.name());
