@@ -1030,7 +1030,7 @@ fn improvement_8_control_law_is_a_public_trait() {
         stale_failures: 0,
         peak_in_flight: 4,
         mean_rtt_nanos: 3e6,
-        mean_ok_rtt_nanos: 3e6,
+        mean_ok_rtt_nanos: 2e6,
         min_rtt_nanos: 2e6,
         rtt_floor_nanos: Some(2e6),
         rtt_average_nanos: None,
