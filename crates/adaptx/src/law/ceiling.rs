@@ -33,6 +33,10 @@ const NOISE_MAX_FRACTION: f64 = 0.05;
 /// past the ceiling overshoots it by at most half.
 const SLOW_START_GROWTH: f64 = 1.5;
 
+/// The first step of a climb above a ceiling that moved up (after the
+/// probe's +1 came back clean); each next one doubles.
+const EXPLORE_FIRST_STEP: usize = 4;
+
 /// The largest decrease factor of an overload below a known ceiling.
 const DECREASE: f64 = 0.9;
 
@@ -59,29 +63,37 @@ enum Phase {
 /// - **Slow start.** Until the first overload it grows the limit by half per
 ///   clean, busy window, so the first overshoot is at most 1.5 × C*.
 /// - **Decrease to what was served.** On a fresh overload failure (the
-///   limiter closes the window at once: [`reacts_to_first_failure`]) it
-///   measures the concurrency the backend actually served, `N = successes /
-///   window time × mean success latency` (Little's law), and moves the limit
-///   to `ceil(N)` — the concurrency in use, not a fixed fraction, so a
-///   ceiling costs no sawtooth. A failure in a window that served the whole
-///   limit (`N ≥ L − max(1.5, 5 % of L)`) is noise — a flaky network, not
-///   overload — and changes nothing.
+///   limiter closes the window at once: [`reacts_to_first_failure`]) it uses
+///   the concurrency the backend actually served in the last window long
+///   enough to measure it, `N = successes / window time × mean success
+///   latency` (Little's law): the concurrency in use, not a fixed fraction,
+///   so a ceiling costs no sawtooth. Measured where the limit was higher
+///   than `N`, `N` is the ceiling's level: the limit goes there. Measured
+///   where the limit itself bound it, the ceiling lies between `N` (which
+///   held) and the failing limit: the limit tries halfway.
+/// - **Noise.** Fresh failures count as overload only when background noise
+///   could not explain them: the law learns the rate of failures that come at
+///   any load (from windows where at most 5 % failed), and a window whose
+///   failures a Poisson count at that rate would reach with probability 5 %
+///   or more is clean — a flaky network costs no capacity.
 /// - **Ceiling memory.** It remembers the lowest limit that failed, rests one
 ///   below it, and every 2–4 windows (jittered) probes it: the probe costs one
-///   rejection when the ceiling is still there (the window closes on it); a
-///   clean probe means the ceiling moved up, and the limit climbs by 1, 2, 4,
-///   … per window until it fails again. Below the resting level it returns
-///   halfway per window.
-/// - **Latency.** The floor is the lowest mean success latency of the last
-///   10 measured windows. A busy window whose success mean exceeds the floor
-///   by more than `tolerance` is a queue: the limit moves to `L · floor · (1 +
-///   tolerance) / mean` and that level becomes the ceiling. If the floor has
-///   not been checked for 30 windows, the law first *probes* it — one window
-///   at half the limit, whose mean becomes the floor — so a backend that got
-///   slower (not busier) keeps its limit.
+///   rejection when the ceiling is still there; a clean probe means the
+///   ceiling moved up, and the limit climbs by 4, 8, 16, … per window until
+///   it fails. Below the resting level it returns halfway per window. A
+///   failure at a resting level that held cuts to what was served and by a
+///   tenth at least.
+/// - **Latency.** The floor is the lowest mean success latency of a measured
+///   window since the floor was last probed. A busy window whose success mean
+///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
+///   `L · floor · (1 + tolerance) / mean`, and that level becomes the ceiling.
+///   A mean more than 1.5 × the allowed one, or three such cuts in a row,
+///   first *probes* the floor (at most every 5 windows): one window at half the
+///   limit, whose mean becomes the floor — so a backend that got slower, not
+///   busier, keeps its limit.
 ///
-/// Stale failures (the drain of an overload already answered) hold the
-/// limit. A window that used less than `utilization` of the limit never
+/// Stale failures (the drain of an overload already answered) neither cut nor
+/// stop a climb. A window that used less than `utilization` of the limit never
 /// grows it, and one that used less than half of it never cuts on latency.
 ///
 /// # Examples
@@ -134,8 +146,10 @@ pub struct Ceiling {
     latency_cuts: u32,
     /// The limit to restore after a floor probe in progress.
     floor_probe: Option<usize>,
-    /// The concurrency served in the last measured window.
+    /// The concurrency served in the last measured window, and the limit
+    /// it was measured at.
     served: Option<f64>,
+    served_at: usize,
     /// Background failure probability per sample (failures that come at any
     /// load: a flaky network).
     noise: f64,
@@ -164,6 +178,7 @@ impl Ceiling {
             latency_cuts: 0,
             floor_probe: None,
             served: None,
+            served_at: 0,
             noise: 0.0,
         };
         law.rest = law.draw_rest();
@@ -220,24 +235,38 @@ impl Ceiling {
 
     /// An overload failure at limit `limit`.
     fn overloaded(&mut self, limit: usize) -> usize {
-        let probing = matches!(self.phase, Phase::Known { ceiling } if limit >= ceiling);
-        let next = if probing {
-            // The ceiling is still there: back to resting below it.
-            limit - 1
-        } else {
-            // Down to the concurrency the backend served, and by a tenth at
-            // least: a client resting below a ceiling it shares gives up
-            // room in proportion to its size, so shares even out.
-            let tenth = (limit as f64 * DECREASE) as usize;
-            match self.served {
-                Some(n) => (n.round() as usize).min(tenth).min(limit - 1),
-                None => tenth.min(limit - 1),
+        let tenth = (limit as f64 * DECREASE) as usize;
+        let (next, ceiling) = match self.phase {
+            // A probe failed: the ceiling is still there.
+            Phase::Known { ceiling } if limit >= ceiling => (limit - 1, limit),
+            // Hit while resting at a level that held: the ceiling came down
+            // (or a neighbour sharing it probed). Down to what was served,
+            // and by a tenth at least, so a bigger client gives up more room.
+            Phase::Known { ceiling } if limit + 1 == ceiling && self.rested > 0 => {
+                let next = self
+                    .served
+                    .map_or(tenth, |n| (n.round() as usize).min(tenth));
+                (next, limit)
             }
+            // Climbing (slow start, exploring, or back toward the resting
+            // level): down to what was served. Measured at a limit the
+            // backend could not fill, that is the ceiling; measured at one it
+            // did fill, the ceiling is somewhere up to here.
+            _ => match self.served {
+                Some(n) => {
+                    let served = n.round() as usize;
+                    if self.served_at > served {
+                        (served, served + 1)
+                    } else {
+                        // `served` held and `limit` failed: try between.
+                        (served.midpoint(limit), limit)
+                    }
+                }
+                None => (tenth, limit),
+            },
         };
-        let next = next.max(1);
-        // The level that failed is the ceiling: the limit climbs back
-        // halfway per window and rests one below it.
-        self.remember(limit.max(next + 1));
+        let next = next.min(limit - 1).max(1);
+        self.remember(ceiling.max(next + 1));
         next
     }
 
@@ -260,8 +289,10 @@ impl Ceiling {
                 } else {
                     // A clean, busy window at (or above) the remembered
                     // ceiling: it has moved up.
-                    self.phase = Phase::Explore { step: 2 };
-                    limit + 1
+                    self.phase = Phase::Explore {
+                        step: 2 * EXPLORE_FIRST_STEP,
+                    };
+                    limit + EXPLORE_FIRST_STEP
                 }
             }
             Phase::Explore { step } => {
@@ -306,6 +337,7 @@ impl ControlLaw for Ceiling {
             if ok >= MEASURE_MIN_OK && w.duration_nanos as f64 >= 2.0 * m {
                 self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
                 self.served = Some(ok as f64 / w.duration_nanos as f64 * m);
+                self.served_at = limit;
             }
         }
         let all_failed = w.failures + w.stale_failures;
@@ -316,9 +348,6 @@ impl ControlLaw for Ceiling {
         // No fresh failure, or no more than the background rate explains:
         // the window counts as clean.
         self.learn_noise(all_failed, w.samples);
-        if w.stale_failures > 0 && w.failures == 0 {
-            return limit;
-        }
         if let (Some(floor), Some(m)) = (self.floor, mean_ok) {
             let allowed = floor * (1.0 + self.tolerance);
             if m > allowed && !app_limited(limit, w.peak_in_flight) {
@@ -393,11 +422,19 @@ mod tests {
     #[test]
     fn ceiling_decreases_to_the_concurrency_served() {
         let mut law = Ceiling::default();
-        // 20 served (400 successes of 50 ms in 1 s), the limit at 30.
+        // 20 served (400 successes of 50 ms in 1 s) at a limit of 30: the
+        // backend, not the limit, was the bound.
         assert_eq!(law.next_limit(30, &win(400, 0, 30, 50.0, 1000)), 45);
-        // Little's law: 400 / 1 s × 50 ms = 20; min(20, 0.9 × 45 = 40) = 20.
+        // Little's law: 400 / 1 s × 50 ms = 20. Measured where the limit was
+        // higher, 20 is the ceiling's level: rest there, probe 21.
         assert_eq!(law.next_limit(45, &win(400, 1, 45, 50.0, 1000)), 20);
-        assert_eq!(law.phase, Phase::Known { ceiling: 45 });
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        // Served was measured where the limit bound it (20 of 20) and 30
+        // failed: the ceiling is somewhere up to 30; try halfway.
+        let mut law = Ceiling::default();
+        assert_eq!(law.next_limit(20, &full(20)), 30);
+        assert_eq!(law.next_limit(30, &win(2, 1, 30, 50.0, 3)), 25);
+        assert_eq!(law.phase, Phase::Known { ceiling: 30 });
     }
 
     #[test]
@@ -429,11 +466,12 @@ mod tests {
             ..Ceiling::default()
         };
         // A clean, busy window at the ceiling: it has moved up.
-        assert_eq!(law.next_limit(21, &full(21)), 22);
-        assert_eq!(law.next_limit(22, &full(22)), 24);
-        assert_eq!(law.next_limit(24, &full(24)), 28);
-        assert_eq!(law.next_limit(28, &full(28)), 36);
-        assert_eq!(law.next_limit(36, &full(36)), 52);
+        assert_eq!(law.next_limit(21, &full(21)), 25);
+        assert_eq!(law.next_limit(25, &full(25)), 33);
+        assert_eq!(law.next_limit(33, &full(33)), 49);
+        // 49 fails; 33 was served where 33 was the limit: try halfway.
+        assert_eq!(law.next_limit(49, &win(2, 1, 49, 50.0, 3)), 41);
+        assert_eq!(law.phase, Phase::Known { ceiling: 49 });
     }
 
     #[test]
@@ -489,15 +527,17 @@ mod tests {
     }
 
     #[test]
-    fn ceiling_holds_on_stale_failures_and_resets() {
+    fn ceiling_climbs_through_stale_failures_and_resets() {
         let mut law = Ceiling::default();
+        // The drain of an overload already answered neither cuts nor stops
+        // a climb.
         let stale = WindowSummary {
             stale_failures: 3,
             ..full(20)
         };
-        assert_eq!(law.next_limit(20, &stale), 20);
+        assert_eq!(law.next_limit(20, &stale), 30);
         assert_eq!(law.next_limit(30, &win(400, 40, 30, 50.0, 1000)), 20);
-        assert_eq!(law.phase, Phase::Known { ceiling: 30 });
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
         law.reset();
         assert_eq!(law.phase, Phase::SlowStart);
         assert_eq!(law.noise, 0.0);
