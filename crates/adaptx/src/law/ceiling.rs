@@ -38,8 +38,11 @@ const SLOW_START_GROWTH: f64 = 1.5;
 const EXPLORE_FIRST_STEP: usize = 4;
 
 /// A limit resting at a ceiling gives a tenth of itself away for one
-/// window every this many resting windows...
-const YIELD_EVERY: u32 = 20;
+/// window after this many resting windows...
+const YIELD_EVERY: u32 = 10;
+
+/// ...twice as many after each time nobody took the room, up to this many...
+const YIELD_EVERY_MAX: u32 = 160;
 
 /// ...when it is at least this large.
 const YIELD_FROM: usize = 10;
@@ -90,11 +93,13 @@ enum Phase {
 ///   it fails. Below the resting level it returns halfway per window. A
 ///   failure at a resting level that held cuts to what was served and by a
 ///   tenth at least.
-/// - **Sharing.** Every 20 resting windows a limit of 10 or more gives a
+/// - **Sharing.** After 10 resting windows a limit of 10 or more gives a
 ///   tenth of itself away for one window and climbs back: a client sharing
 ///   the ceiling may take the room (a bigger limit gives more), so clients
-///   that started unequal move toward equal shares; alone, it costs about
-///   0.7 % of the goodput.
+///   that started unequal move toward equal shares. When nobody took it (the
+///   climb back met no failure) it waits twice as long the next time, up to
+///   160 windows, so a client alone pays almost nothing; when the room was
+///   taken, it gives again after 10.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window since the floor was last probed. A busy window whose success mean
 ///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
@@ -149,8 +154,11 @@ pub struct Ceiling {
     rested: u32,
     /// Windows to rest before the next probe.
     rest: u32,
-    /// Windows rested since the limit last gave room away.
+    /// Windows rested since the limit last gave room away, how many to rest
+    /// before the next time, and whether it is climbing back from one.
     since_yield: u32,
+    yield_every: u32,
+    yielding: bool,
     rng: u64,
     /// The lowest mean success latency of a measured window since the last
     /// floor probe.
@@ -187,6 +195,8 @@ impl Ceiling {
             rested: 0,
             rest: 0,
             since_yield: 0,
+            yield_every: YIELD_EVERY,
+            yielding: false,
             rng: 0x2545_F491_4F6C_DD1D,
             floor: None,
             since_floor_probe: PROBE_SPACING,
@@ -250,6 +260,12 @@ impl Ceiling {
 
     /// An overload failure at limit `limit`.
     fn overloaded(&mut self, limit: usize) -> usize {
+        if self.yielding {
+            // The room given away was taken: a neighbour shares the ceiling.
+            // Keep giving every YIELD_EVERY windows.
+            self.yielding = false;
+            self.yield_every = YIELD_EVERY;
+        }
         let tenth = (limit as f64 * DECREASE) as usize;
         let (next, ceiling) = match self.phase {
             // A probe failed: the ceiling is still there.
@@ -293,15 +309,21 @@ impl Ceiling {
                 if limit < rest_at {
                     limit + (rest_at - limit).div_ceil(2)
                 } else if limit == rest_at {
+                    if self.yielding {
+                        // Back at rest without a failure: nobody took the
+                        // room. Give it less often.
+                        self.yielding = false;
+                        self.yield_every = (2 * self.yield_every).min(YIELD_EVERY_MAX);
+                    }
                     self.rested += 1;
                     self.since_yield += 1;
-                    if self.since_yield >= YIELD_EVERY && limit >= YIELD_FROM {
+                    if self.since_yield >= self.yield_every && limit >= YIELD_FROM {
                         // Give a tenth of the room away for a window and
                         // climb back: a neighbour sharing the ceiling may
                         // take it (the bigger the limit, the more it gives),
-                        // so shares even out; alone, it costs a twentieth of
-                        // a window's tenth.
+                        // so shares even out.
                         self.since_yield = 0;
+                        self.yielding = true;
                         return (limit as f64 * DECREASE) as usize;
                     }
                     if self.rested >= self.rest {
@@ -485,7 +507,7 @@ mod tests {
     }
 
     #[test]
-    fn ceiling_gives_a_tenth_away_every_twenty_resting_windows() {
+    fn ceiling_gives_a_tenth_away_and_less_often_when_nobody_takes_it() {
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 31 },
             rest: 1000,
@@ -494,10 +516,20 @@ mod tests {
         for k in 1..YIELD_EVERY {
             assert_eq!(law.next_limit(30, &full(30)), 30, "window {k}");
         }
-        // The 20th resting window: 30 → 27, then back halfway per window.
+        // The 10th resting window: 30 → 27, then back halfway per window.
         assert_eq!(law.next_limit(30, &full(30)), 27);
         assert_eq!(law.next_limit(27, &full(27)), 29);
         assert_eq!(law.next_limit(29, &full(29)), 30);
+        // Nobody took the room: the next time comes after 20 windows.
+        for k in 1..2 * YIELD_EVERY {
+            assert_eq!(law.next_limit(30, &full(30)), 30, "window {k}");
+        }
+        assert_eq!(law.next_limit(30, &full(30)), 27);
+        // This time a neighbour took it: the climb back fails at 29 (27 was
+        // served), so the next yield comes after 10 again.
+        assert_eq!(law.next_limit(27, &full(27)), 29);
+        assert_eq!(law.next_limit(29, &win(2, 1, 29, 50.0, 3)), 28);
+        assert_eq!(law.yield_every, YIELD_EVERY);
         // Below YIELD_FROM a limit keeps what it has.
         let mut small = Ceiling {
             phase: Phase::Known { ceiling: 6 },
