@@ -286,7 +286,10 @@ impl Ceiling {
             _ => match self.served {
                 Some(n) => {
                     let served = n.round() as usize;
-                    if self.served_at > served {
+                    // The limit had a permit or more the backend did not
+                    // fill (an open demand keeps a fraction of one free
+                    // between arrivals: that does not count).
+                    if self.served_at as f64 - n >= 1.0 {
                         (served, served + 1)
                     } else {
                         // `served` held and `limit` failed: try between.
