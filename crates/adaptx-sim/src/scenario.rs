@@ -649,8 +649,9 @@ impl fmt::Display for Holds {
 /// A pass band: for each of `laws`, the `metric` must be ≥ `min` and ≤ `max`
 /// (either may be left out; with neither, the metric is only reported).
 ///
-/// Every scenario runs with seeds 0–9. A bound must hold for the *median
-/// seed* and a 1.5× looser bound for the *worst seed*:
+/// Every scenario runs with seeds 0–9 (or the seeds `--seeds` names). A bound
+/// must hold for the *median seed* and a 1.5× looser bound for the *worst
+/// seed*:
 ///
 /// - a lower bound `min` is checked as `min` on the median and `min / 1.5`
 ///   on the worst seed;
@@ -664,7 +665,8 @@ impl fmt::Display for Holds {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BandSpec {
-    /// The laws the band applies to (`aimd`, `vegas`, `gradient`).
+    /// The laws the band applies to (`aimd`, `vegas`, `gradient`, `ceiling`,
+    /// a peer law, or `rate` on a scenario with a `[rate_limiter]`).
     pub laws: Vec<Law>,
     /// What is measured.
     pub metric: Metric,
