@@ -10,7 +10,7 @@ use adaptx_sim::bounds::{self, MAX_THREADS};
 use adaptx_sim::suite::{self, Entry, Options, Suite};
 use adaptx_sim::work::{self, DEFAULT_MAX_MEMORY, Limits};
 use adaptx_sim::{Law, Nanos, parse_duration, report};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
 /// Deterministic overload simulator for adaptx.
 ///
@@ -92,42 +92,17 @@ enum Command {
     Run(RunArgs),
 }
 
-/// A law on the command line: adaptx's three, and the peer
-/// re-implementations.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-#[value(rename_all = "snake_case")]
-enum LawArg {
-    Aimd,
-    Vegas,
-    Gradient,
-    Ceiling,
-    /// adaptx's adaptive rate limiter: the policy of a scenario with a
-    /// [rate_limiter].
-    Rate,
-    /// Peer re-implementation: Netflix concurrency-limits' Gradient2.
-    NetflixGradient2,
-    /// Peer re-implementation: Netflix concurrency-limits' AIMD (backoff 0.9).
-    NetflixAimd,
-    /// Peer re-implementation: Vector's adaptive request concurrency.
-    VectorArc,
-    /// Peer re-implementation: Envoy's adaptive concurrency gradient controller.
-    EnvoyGradient,
-}
-
-impl From<LawArg> for Law {
-    fn from(l: LawArg) -> Law {
-        match l {
-            LawArg::Aimd => Law::Aimd,
-            LawArg::Vegas => Law::Vegas,
-            LawArg::Gradient => Law::Gradient,
-            LawArg::Ceiling => Law::Ceiling,
-            LawArg::Rate => Law::Rate,
-            LawArg::NetflixGradient2 => Law::NetflixGradient2,
-            LawArg::NetflixAimd => Law::NetflixAimd,
-            LawArg::VectorArc => Law::VectorArc,
-            LawArg::EnvoyGradient => Law::EnvoyGradient,
-        }
-    }
+/// A law named on the command line, as a scenario file names it
+/// ([`Law::from_name`]).
+fn parse_law(name: &str) -> Result<Law, String> {
+    Law::from_name(name).ok_or_else(|| {
+        let all: Vec<&str> = Law::DEFAULT
+            .iter()
+            .chain(Law::PEERS.iter())
+            .map(|l| l.name())
+            .collect();
+        format!("unknown law `{name}`: expected one of {}", all.join(", "))
+    })
 }
 
 #[derive(Debug, Args)]
@@ -136,11 +111,12 @@ struct RunArgs {
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// Laws to run (repeat the flag for several): adaptx's aimd, vegas,
-    /// gradient, rate (the adaptive rate limiter, on scenarios with a
-    /// [rate_limiter]), or a peer re-implementation. Default: adaptx's four,
+    /// gradient, ceiling, rate (the adaptive rate limiter, on scenarios with a
+    /// [rate_limiter]), or a peer re-implementation (netflix_gradient2,
+    /// netflix_aimd, vector_arc, envoy_gradient). Default: adaptx's five,
     /// each on the scenarios it applies to (with --peers, the peers too).
-    #[arg(long, value_enum, value_name = "LAW")]
-    law: Vec<LawArg>,
+    #[arg(long, value_name = "LAW", value_parser = parse_law)]
+    law: Vec<Law>,
     /// Also run the peer re-implementations (netflix_gradient2, netflix_aimd,
     /// vector_arc, envoy_gradient) beside the laws asked for.
     #[arg(long)]
@@ -307,7 +283,7 @@ fn run(args: RunArgs) -> ExitCode {
         options.laws = Law::DEFAULT
             .into_iter()
             .chain(Law::PEERS)
-            .filter(|l| args.law.iter().any(|a| Law::from(*a) == *l))
+            .filter(|l| args.law.contains(l))
             .collect();
     }
     if args.peers {

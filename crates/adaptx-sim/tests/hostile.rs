@@ -34,17 +34,7 @@ kind = "open"
 rate = 80.0
 "#;
 
-fn error(text: &str) -> String {
-    let e = Scenario::from_toml("bad.toml", text).expect_err("the file should be rejected");
-    assert_eq!(e.file(), "bad.toml");
-    e.to_string()
-}
-
-fn assert_mentions(msg: &str, parts: &[&str]) {
-    for p in parts {
-        assert!(msg.contains(p), "`{p}` missing from:\n{msg}");
-    }
-}
+use common::{assert_mentions, error};
 
 fn replaced(text: &str, from: &str, to: &str) -> String {
     assert!(text.contains(from), "`{from}` not in the template");

@@ -16,17 +16,7 @@ kind = "closed"
 workers = 10
 "#;
 
-fn error(text: &str) -> String {
-    let e = Scenario::from_toml("bad.toml", text).expect_err("the file should be rejected");
-    assert_eq!(e.file(), "bad.toml");
-    e.to_string()
-}
-
-fn assert_mentions(msg: &str, parts: &[&str]) {
-    for p in parts {
-        assert!(msg.contains(p), "`{p}` missing from:\n{msg}");
-    }
-}
+use common::{assert_mentions, error};
 
 #[test]
 fn the_shipped_scenarios_load() {
