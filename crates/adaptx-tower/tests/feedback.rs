@@ -9,7 +9,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use adaptx::{Limiter, ManualClock, TokioClock};
+use adaptx::{Algorithm, Limiter, ManualClock, TokioClock};
 use adaptx_tower::{
     AdaptiveConcurrencyClientLayer, AdaptiveConcurrencyLayer, AdaptiveRateLimitLayer, Answered,
     Classify, Elapsed, HttpClassifier, Verdict,
@@ -338,9 +338,55 @@ async fn hung(_req: Request<Body>) -> Result<Response<Body>, Infallible> {
 }
 
 /// A limiter on tokio's (paused) clock, so the layer's timers and the
-/// limiter's latencies run on the same time.
+/// limiter's latencies run on the same time, running AIMD: its one decrease
+/// per window lets [`hung_rounds`] send both rounds at the full limit.
 fn on_tokio_time(initial: usize) -> Limiter {
-    adaptive(TokioClock::new(), initial)
+    Limiter::builder()
+        .algorithm(Algorithm::Aimd)
+        .initial_limit(initial)
+        .max_limit(100)
+        .clock(TokioClock::new())
+        .build()
+        .expect("valid limiter")
+}
+
+/// The same with the default law, Ceiling, which closes its window at the
+/// first fresh failure: the first timeouts past the warm-up lower the
+/// limit while the rest of the round is still in flight, and the next
+/// round meets the lower limit (503 before the backend, not 504 after it).
+#[tokio::test(start_paused = true)]
+async fn hung_backend_lowers_the_default_laws_limit_within_a_round() {
+    let limiter = adaptive(TokioClock::new(), 20);
+    assert_eq!(limiter.algorithm(), "ceiling");
+    let svc = AdaptiveConcurrencyLayer::server(limiter.clone())
+        .timeout(Duration::from_secs(2))
+        .layer(service_fn(hung));
+    let round: Vec<_> = (0..20)
+        .map(|_| tokio::spawn(svc.clone().oneshot(get("/", ""))))
+        .collect();
+    for t in round {
+        let res = t.await.expect("join").expect("infallible");
+        assert_eq!(res.status(), StatusCode::GATEWAY_TIMEOUT);
+    }
+    let s = limiter.stats();
+    assert_eq!((s.failures, s.dropped, s.in_flight), (20, 0, 0), "{s:?}");
+    let limit = limiter.limit();
+    assert!(limit < 20, "{s:?}");
+    let statuses: Vec<_> = {
+        let round: Vec<_> = (0..20)
+            .map(|_| tokio::spawn(svc.clone().oneshot(get("/", ""))))
+            .collect();
+        let mut v = Vec::new();
+        for t in round {
+            v.push(t.await.expect("join").expect("infallible").status());
+        }
+        v
+    };
+    let rejected = statuses
+        .iter()
+        .filter(|&&c| c == StatusCode::SERVICE_UNAVAILABLE)
+        .count();
+    assert_eq!(rejected, 20 - limit, "{statuses:?}");
 }
 
 /// Two rounds of 20 concurrent calls to a hung backend, each waited out:

@@ -4,7 +4,7 @@
 //! The backend takes 50 ms (plus a little seeded jitter) per request and
 //! rejects anything beyond 20 concurrent requests after 2 ms — an overload
 //! error. 100 closed-loop clients hammer it. Capacity halves to 10 at 40 s
-//! and recovers at 70 s. Each law starts at a limit of 10; the table shows
+//! and recovers at 70 s. Each law (Ceiling, the default, first) starts at a limit of 10; the table shows
 //! where each one takes the limit and how much useful work gets through.
 //!
 //! Run with `cargo run --release -p adaptx --example demo`.
@@ -111,7 +111,12 @@ fn fastrand_lite(mut state: u64) -> impl FnMut() -> f64 {
 }
 
 fn main() {
-    let laws = [Algorithm::Aimd, Algorithm::Vegas, Algorithm::Gradient];
+    let laws = [
+        Algorithm::Ceiling,
+        Algorithm::Aimd,
+        Algorithm::Vegas,
+        Algorithm::Gradient,
+    ];
     let runs: Vec<Vec<Second>> = laws.iter().map(|&a| run(a)).collect();
     println!("backend: 50 ms per request, capacity 20 concurrent (10 during 40-70 s), 100 clients");
     println!("each cell: limit / successes per second / overload errors per second\n");

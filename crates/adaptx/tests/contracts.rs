@@ -554,7 +554,7 @@ async fn contract_controller_scope() {
         })
         .await
         .expect("runs");
-    assert_eq!(seen, ((10, 3), (10, 3), "aimd"));
+    assert_eq!(seen, ((10, 3), (10, 3), "ceiling"));
     drop(others);
 
     // A waiter granted a permit by growth: limit 2, the completing operation
@@ -1124,6 +1124,53 @@ fn improvement_9_completions_lock_free_single_closer() {
     let s = rig.limiter.stats();
     assert_eq!(s.success, (64..84).sum::<usize>() as u64);
     assert_eq!(s.decreases, 0);
+}
+
+/// A backend that serves 20 at a time and rejects the rest at once, driven
+/// in 50 ms ticks by as many requests as the limit admits: the mean limit
+/// and the overload failures over `windows` 1 s windows after the first 20.
+fn hard_ceiling_run(algorithm: Algorithm, windows: u64) -> (f64, u64) {
+    const CEILING: usize = 20;
+    let clock = ManualClock::new();
+    let l = Limiter::builder()
+        .algorithm(algorithm)
+        .clock(clock.clone())
+        .seed(7)
+        .build()
+        .expect("valid configuration");
+    let (mut limit_sum, mut ticks, mut failures) = (0usize, 0u64, 0u64);
+    for tick in 0..(20 + windows) * 20 {
+        let held: Vec<_> = std::iter::from_fn(|| l.try_acquire().ok()).collect();
+        clock.advance(ms(50));
+        for (i, p) in held.into_iter().enumerate() {
+            if i < CEILING {
+                p.record_with_latency(Outcome::Success, ms(50));
+            } else {
+                p.record_with_latency(Outcome::Failure, ms(1));
+                failures += u64::from(tick >= 400);
+            }
+        }
+        if tick >= 400 {
+            limit_sum += l.limit();
+            ticks += 1;
+        }
+    }
+    (limit_sum as f64 / ticks as f64, failures)
+}
+
+/// The default law is Ceiling, not the seed's AIMD: on a hard ceiling it
+/// rests at the backend's concurrency and pays one rejection per probe,
+/// where AIMD's sawtooth leaves capacity unused and fails a window's worth.
+#[test]
+fn improvement_12_the_default_law_rests_at_a_hard_ceiling() {
+    assert_eq!(Algorithm::default(), Algorithm::Ceiling);
+    let (mean, failures) = hard_ceiling_run(Algorithm::default(), 60);
+    assert!((19.0..=20.5).contains(&mean), "default: mean limit {mean}");
+    // One probe every 2–4 windows, each failing once: at most 30 in 60.
+    assert!(failures <= 30, "default: {failures} overload failures");
+    let (aimd_mean, aimd_failures) = hard_ceiling_run(Algorithm::Aimd, 60);
+    assert!(aimd_mean < 18.0, "AIMD: mean limit {aimd_mean}");
+    assert!(aimd_failures > failures, "AIMD: {aimd_failures} failures");
 }
 
 /// Latency statistics describe successes; failures still count and still

@@ -1,11 +1,12 @@
 //! Smoke tests of the public API.
-use adaptx::{Limiter, ManualClock, Outcome};
+use adaptx::{Algorithm, Limiter, ManualClock, Outcome};
 use std::time::Duration;
 
 #[test]
 fn aimd_grows_when_saturated() {
     let clock = ManualClock::new();
     let l = Limiter::builder()
+        .algorithm(Algorithm::Aimd)
         .clock(clock.clone())
         .warmup_samples(0)
         .jitter(0.0)

@@ -262,7 +262,7 @@ impl Limiter {
         Builder::new()
     }
 
-    /// A limiter with every option at its default (AIMD, initial limit 10,
+    /// A limiter with every option at its default (Ceiling, initial limit 10,
     /// bounds 1–1000, 1 s windows).
     pub fn new() -> Self {
         Builder::new().build().unwrap_or_else(|e| {

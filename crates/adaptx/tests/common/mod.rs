@@ -7,7 +7,7 @@ use std::future::Future;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use adaptx::{Builder, Limiter, ManualClock, Outcome, OwnedPermit};
+use adaptx::{Algorithm, Builder, Limiter, ManualClock, Outcome, OwnedPermit};
 
 pub const MS: Duration = Duration::from_millis(1);
 pub const WINDOW: Duration = Duration::from_secs(1);
@@ -16,9 +16,12 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Warmup 0, jitter 0, 1 s windows, a manual clock.
+/// Warmup 0, jitter 0, 1 s windows, a manual clock, and the seed's law,
+/// AIMD, whose arithmetic these tests check (the default law is Ceiling,
+/// a documented difference: `new_applies_defaults`).
 pub fn adapt_opts(clock: &ManualClock) -> Builder {
     Limiter::builder()
+        .algorithm(Algorithm::Aimd)
         .clock(clock.clone())
         .warmup_samples(0)
         .jitter(0.0)
