@@ -249,6 +249,12 @@ pub struct LimiterSpec {
     pub max_limit: Option<usize>,
     /// `Builder::sample_window`.
     pub sample_window: Option<Nanos>,
+    /// `Builder::sample_window_adaptive`'s `min_samples`; requires
+    /// `sample_window_rtt_multiple`.
+    pub sample_window_min_samples: Option<u64>,
+    /// `Builder::sample_window_adaptive`'s `rtt_multiple`; requires
+    /// `sample_window_min_samples`.
+    pub sample_window_rtt_multiple: Option<f64>,
     /// `Builder::warmup_samples`.
     pub warmup_samples: Option<u64>,
     /// `Builder::target_latency` (Vegas).
@@ -1280,6 +1286,19 @@ fn validate_limiter_spec(at: &str, l: &LimiterSpec) -> Result<(), String> {
     if let Some(v) = l.warmup_samples {
         bounds::in_range(&format!("{at}.warmup_samples"), v, 0, MAX_WARMUP_SAMPLES)?;
     }
+    match (l.sample_window_min_samples, l.sample_window_rtt_multiple) {
+        (Some(_), None) => {
+            return Err(format!(
+                "{at}.sample_window_rtt_multiple: required with sample_window_min_samples"
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(format!(
+                "{at}.sample_window_min_samples: required with sample_window_rtt_multiple"
+            ));
+        }
+        _ => {}
+    }
     // The remaining options: adaptx's builder knows their ranges. Its error
     // names the option, the value and the range; keep all three.
     crate::sim::limiter_builder(l, None, 0, adaptx::ManualClock::new())
@@ -1329,6 +1348,12 @@ impl LimiterSpec {
             min_limit: over.min_limit.or(self.min_limit),
             max_limit: over.max_limit.or(self.max_limit),
             sample_window: over.sample_window.or(self.sample_window),
+            sample_window_min_samples: over
+                .sample_window_min_samples
+                .or(self.sample_window_min_samples),
+            sample_window_rtt_multiple: over
+                .sample_window_rtt_multiple
+                .or(self.sample_window_rtt_multiple),
             warmup_samples: over.warmup_samples.or(self.warmup_samples),
             target_latency: over.target_latency.or(self.target_latency),
             tolerance: over.tolerance.or(self.tolerance),
@@ -1347,6 +1372,8 @@ impl LimiterSpec {
             min_limit,
             max_limit,
             sample_window,
+            sample_window_min_samples,
+            sample_window_rtt_multiple,
             warmup_samples,
             target_latency,
             tolerance,
@@ -1360,6 +1387,8 @@ impl LimiterSpec {
             || min_limit.is_some()
             || max_limit.is_some()
             || sample_window.is_some()
+            || sample_window_min_samples.is_some()
+            || sample_window_rtt_multiple.is_some()
             || warmup_samples.is_some()
             || target_latency.is_some()
             || tolerance.is_some()

@@ -73,6 +73,12 @@ pub(crate) fn limiter_builder(
             None => return crate::peers::builder(b, law, spec, seed),
         }
     }
+    if let (Some(n), Some(k)) = (
+        spec.sample_window_min_samples,
+        spec.sample_window_rtt_multiple,
+    ) {
+        b = b.sample_window_adaptive(n, k);
+    }
     if let Some(v) = spec.initial_limit {
         b = b.initial_limit(v);
     }

@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 20] = [
+pub const BUILTIN: [(&str, &str); 21] = [
     (
         "01-ramp.toml",
         include_str!("../../../scenarios/01-ramp.toml"),
@@ -97,6 +97,10 @@ pub const BUILTIN: [(&str, &str); 20] = [
     (
         "20-floor-drop.toml",
         include_str!("../../../scenarios/20-floor-drop.toml"),
+    ),
+    (
+        "21-fast-backend.toml",
+        include_str!("../../../scenarios/21-fast-backend.toml"),
     ),
 ];
 

@@ -280,6 +280,38 @@ fn limiter_limits_above_bound_are_refused() {
 }
 
 #[test]
+fn adaptive_window_options_come_in_pairs_and_in_range() {
+    let msg = error(&format!(
+        "{GOOD}[limiter]\nsample_window_min_samples = 20\n"
+    ));
+    assert_mentions(
+        &msg,
+        &["limiter.sample_window_rtt_multiple: required with sample_window_min_samples"],
+    );
+    let msg = error(&format!(
+        "{GOOD}[limiter]\nsample_window_rtt_multiple = 4.0\n"
+    ));
+    assert_mentions(
+        &msg,
+        &["limiter.sample_window_min_samples: required with sample_window_rtt_multiple"],
+    );
+    let msg = error(&format!(
+        "{GOOD}[limiter]\nsample_window_min_samples = 0\nsample_window_rtt_multiple = 4.0\n"
+    ));
+    assert_mentions(
+        &msg,
+        &["limiter.sample_window_min_samples: 0: expected 1 ..= 1000000"],
+    );
+    let msg = error(&format!(
+        "{GOOD}[limiter]\nsample_window_min_samples = 20\nsample_window_rtt_multiple = 0.5\n"
+    ));
+    assert_mentions(
+        &msg,
+        &["limiter.sample_window_rtt_multiple: 0.5: expected 1 <= value <= 1000"],
+    );
+}
+
+#[test]
 fn limiter_errors_name_the_field_the_value_and_the_range() {
     let msg = error(&format!("{GOOD}[limiter]\ndecrease_ratio = 1.5\n"));
     assert_mentions(

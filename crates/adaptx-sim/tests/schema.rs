@@ -44,7 +44,8 @@ fn the_shipped_scenarios_load() {
             "17-soft-ceiling",
             "18-random-failures",
             "19-unequal-clients",
-            "20-floor-drop"
+            "20-floor-drop",
+            "21-fast-backend"
         ]
     );
     assert!(

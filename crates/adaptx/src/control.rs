@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use crate::law::{ControlLaw, WindowSummary};
-use crate::window::Window;
+use crate::window::{AdaptiveWindow, Window};
 
 /// Parameters of the controller that are not the law's.
 #[derive(Debug, Clone, Copy)]
@@ -20,6 +20,9 @@ pub(crate) struct ControlConfig {
     pub(crate) smoothing: f64,
     pub(crate) min_latency_decay: f64,
     pub(crate) jitter: f64,
+    /// The sample window, ns.
+    pub(crate) window_nanos: u64,
+    pub(crate) adaptive: Option<AdaptiveWindow>,
 }
 
 /// The state behind the controller mutex: the law, the estimators, the jitter
@@ -119,6 +122,15 @@ impl Control {
         if f.ok > 0 && f.ok_rtt > 0 {
             let m = f.ok_rtt as f64 / f.ok as f64;
             self.floor = Some(self.floor.map_or(m, |fl| fl.min(m)));
+            // The next window may close after `rtt_multiple` of this
+            // window's mean success latency: a recent latency, queueing
+            // included, so that the operations admitted under the limit
+            // decided now have completed by then (RTT_min would close it
+            // before they do whenever a queue stretches the latency). A
+            // window without successes keeps the last value.
+            if let Some(a) = cfg.adaptive {
+                w.set_early(a.early(m, cfg.window_nanos));
+            }
         }
         let seen = self.closed_ok.saturating_add(self.closed_fail);
         if !adapt || seen < cfg.warmup {

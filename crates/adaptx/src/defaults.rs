@@ -30,6 +30,10 @@ pub const DEFAULT_TOLERANCE: f64 = 0.1;
 pub const DEFAULT_SAMPLE_WINDOW: Duration = Duration::from_secs(1);
 /// The longest sample window a limiter accepts.
 pub const MAX_SAMPLE_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
+/// The largest `min_samples` of `Builder::sample_window_adaptive`.
+pub const MAX_WINDOW_MIN_SAMPLES: u64 = 1_000_000;
+/// The largest `rtt_multiple` of `Builder::sample_window_adaptive`.
+pub const MAX_WINDOW_RTT_MULTIPLE: f64 = 1000.0;
 /// Number of latency samples recorded before adaptation begins.
 pub const DEFAULT_WARMUP_SAMPLES: u64 = 10;
 /// Fraction by which RTT_min drifts toward the average on each evaluated window.

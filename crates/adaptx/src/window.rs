@@ -230,7 +230,32 @@ pub(crate) struct Window {
     pub(crate) start: AtomicU64,
     /// Decreases of the limit so far: the decrease epoch.
     epoch: AtomicU64,
+    /// The age (ns) from which the window may close as soon as it holds
+    /// enough samples ([`AdaptiveWindow`]); `u64::MAX` when that is off or
+    /// no recent latency is known. Written by the closer, under the
+    /// controller mutex; read by completions.
+    early: AtomicU64,
     stripes: Box<[Padded<Stripe>; STRIPES]>,
+}
+
+/// The window policy of `Builder::sample_window_adaptive`: a window may
+/// close once it is `rtt_multiple` recent latencies old *and* holds
+/// `min_samples` samples, instead of waiting for the sample window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct AdaptiveWindow {
+    pub(crate) min_samples: u64,
+    pub(crate) rtt_multiple: f64,
+}
+
+impl AdaptiveWindow {
+    /// The earliest close, in ns of window age, after a window whose
+    /// successes took `mean_ok` ns on average, capped at the sample window
+    /// `window` ns.
+    pub(crate) fn early(&self, mean_ok: f64, window: u64) -> u64 {
+        let age = (self.rtt_multiple * mean_ok).ceil();
+        // `as` saturates: an age past u64::MAX is the cap anyway.
+        (age as u64).min(window)
+    }
 }
 
 impl Window {
@@ -238,8 +263,35 @@ impl Window {
         Self {
             start: AtomicU64::new(start),
             epoch: AtomicU64::new(0),
+            early: AtomicU64::new(u64::MAX),
             stripes: Box::new(std::array::from_fn(|_| Padded(Stripe::new()))),
         }
+    }
+
+    /// The age from which the window may close with enough samples.
+    #[inline]
+    pub(crate) fn early(&self) -> u64 {
+        self.early.load(Ordering::Relaxed)
+    }
+
+    /// Sets [`early`](Window::early). Only the closer calls it, under the
+    /// controller mutex.
+    pub(crate) fn set_early(&self, age: u64) {
+        self.early.store(age, Ordering::Relaxed);
+    }
+
+    /// Samples that entered the window in progress: a live read of the
+    /// stripes' gates, two relaxed loads, no lock. It may miss a sample
+    /// entering at the same moment; while a close is handing the window over
+    /// (between its swaps of the stripes) it may still count some of the
+    /// closed window's, but the new window is then only nanoseconds old,
+    /// younger than any [`early`](Window::early) age, so that count closes
+    /// nothing.
+    #[inline]
+    pub(crate) fn started(&self) -> u64 {
+        self.stripes.iter().fold(0u64, |acc, s| {
+            acc.wrapping_add(s.gate.load(Ordering::Relaxed) & !SLOT)
+        })
     }
 
     /// The decrease epoch, for tagging an admission.
@@ -371,6 +423,7 @@ impl Window {
                 e.store(0, Ordering::Relaxed);
             }
         }
+        self.early.store(u64::MAX, Ordering::Relaxed);
         self.start.store(now, Ordering::Release);
     }
 }
@@ -533,6 +586,35 @@ mod loom {
             assert_eq!(first.fresh, first.fail);
             assert_eq!(second.fresh, 0);
             assert_eq!(first.fail + second.fail, 1);
+        });
+    }
+
+    #[test]
+    fn loom_window_started_counts_the_window_in_progress_only() {
+        // The adaptive close reads `started` without the mutex while a
+        // sample lands and a close hands the window over: it never counts
+        // more than entered (the slot bit of each stripe is masked off, even
+        // between the swaps of the two), and once the writer is done it
+        // counts exactly the samples of the window in progress.
+        model(|| {
+            let w = Arc::new(Window::new(0));
+            let a = {
+                let w = w.clone();
+                thread::spawn(move || {
+                    w.add(sample(true, 100, 1));
+                    // Possibly between the hand-over's swaps of the two
+                    // stripes: each stripe's slot bit is masked off.
+                    assert!(w.started() <= 1);
+                })
+            };
+            assert!(w.started() <= 1);
+            let first = w.hand_over(0);
+            assert!(w.started() <= 1);
+            a.join().expect("writer");
+            let live = w.started();
+            assert_eq!(live, 1 - first.ok);
+            assert_eq!(w.hand_over(0).ok, live);
+            assert_eq!(w.started(), 0);
         });
     }
 }

@@ -1162,7 +1162,7 @@ fn hard_ceiling_run(algorithm: Algorithm, windows: u64) -> (f64, u64) {
 /// rests at the backend's concurrency and pays one rejection per probe,
 /// where AIMD's sawtooth leaves capacity unused and fails a window's worth.
 #[test]
-fn improvement_12_the_default_law_rests_at_a_hard_ceiling() {
+fn improvement_13_the_default_law_rests_at_a_hard_ceiling() {
     assert_eq!(Algorithm::default(), Algorithm::Ceiling);
     let (mean, failures) = hard_ceiling_run(Algorithm::default(), 60);
     assert!((19.0..=20.5).contains(&mean), "default: mean limit {mean}");
@@ -1272,4 +1272,45 @@ fn difference_rtt_floor_is_lowest_success_window_mean() {
     assert_eq!(rig.limiter.min_latency_estimate(), Some(ms(50)));
     rig.idle_window(Outcome::Success, ms(45));
     assert_eq!(rig.limiter.min_latency_estimate(), Some(ms(45)));
+}
+
+/// Runs `windows` rounds through `rig`: each takes every free permit, lets
+/// a window pass and completes them all with latency `r(i)` for round `i`.
+/// A cut limit is thus drained by the next round. Returns the limits.
+fn floor_step_run(rig: &Rig, windows: usize, r: impl Fn(usize) -> Duration) -> Vec<usize> {
+    (0..windows)
+        .map(|i| {
+            let held: Vec<_> = std::iter::from_fn(|| rig.limiter.try_acquire().ok()).collect();
+            rig.advance();
+            for p in held {
+                p.record_with_latency(Outcome::Success, r(i));
+            }
+            rig.limiter.limit()
+        })
+        .collect()
+}
+
+/// 12. The delay laws relearn a floor that moves: a backend that becomes
+///     slower without becoming busier (every concurrency, the same latency)
+///     is not read as a queue for good (Go: Vegas cut to 1 and stayed).
+#[test]
+fn improvement_12_delay_laws_relearn_a_floor_that_moves() {
+    // Vegas: 5 ms, then 10 ms from round 10 on. The step cuts the limit; a
+    // re-probe finds 10 ms at half the concurrency and adopts it; the limit
+    // grows back.
+    let rig = Rig::new(|b| b.algorithm(Algorithm::Vegas).initial_limit(20));
+    let limits = floor_step_run(&rig, 70, |i| if i < 10 { ms(5) } else { ms(10) });
+    let low = *limits[10..20].iter().min().expect("rounds");
+    assert!(low <= 5, "the step reads as a queue at first: {limits:?}");
+    assert!(limits[69] >= 30, "and the limit grows back: {limits:?}");
+    // The limiter's RTT_min itself only drifted by the min-latency decay.
+    let rtt_min = rig.limiter.min_latency_estimate().expect("a floor");
+    assert!(rtt_min < ms(6), "{rtt_min:?}");
+
+    // Gradient: 5 ms, then 15 ms, three times the floor (above its
+    // standing-queue bound of 2): growth resumes once the floor is re-probed.
+    let rig = Rig::new(|b| b.algorithm(Algorithm::Gradient).initial_limit(20));
+    let limits = floor_step_run(&rig, 70, |i| if i < 10 { ms(5) } else { ms(15) });
+    let after_step = limits[20];
+    assert!(limits[69] >= after_step + 20, "growth resumed: {limits:?}");
 }

@@ -258,53 +258,104 @@ fn rejection_does_not_allocate() {
     });
 }
 
-#[test]
-fn window_closes_do_not_allocate() {
-    const WINDOW: Duration = Duration::from_secs(1);
+/// Windows of saturated rounds: `b` (max limit 64, no warmup, no jitter)
+/// on `clock` is warmed up with one full window (the first close takes the
+/// control mutex, etc.), then runs `rounds` rounds without allocating: each
+/// holds every permit, advances `step` and completes them all as
+/// `ending(round)` says. Returns the limiter and the limit after each round.
+fn saturated_rounds(
+    what: &str,
+    b: adaptx::Builder,
+    clock: &ManualClock,
+    rounds: usize,
+    step: Duration,
+    ending: impl Fn(usize) -> (Outcome, Duration),
+) -> (Limiter, Vec<usize>) {
     const MAX: usize = 64;
-    const ROUNDS: usize = 2_000;
-    let clock = ManualClock::new();
-    let l = Limiter::builder()
+    let l = b
         .clock(clock.clone())
-        .initial_limit(4)
         .max_limit(MAX)
-        .sample_window(WINDOW)
         .warmup_samples(0)
         .jitter(0.0)
         .build()
         .expect("valid configuration");
     let mut held = Vec::with_capacity(MAX);
-    // Warm up one round (the first close takes the control mutex, etc.).
     held.push(l.try_acquire().expect("free"));
-    clock.advance(WINDOW);
+    clock.advance(Duration::from_secs(1));
     for p in held.drain(..) {
         p.record_with_latency(Outcome::Success, LATENCY);
     }
-
-    let mut limits = Vec::with_capacity(ROUNDS);
-    assert_no_alloc("saturated windows closing, AIMD moving the limit", || {
-        for round in 0..ROUNDS {
-            // Saturate: hold every permit, so the window's peak reaches the
-            // limit and AIMD grows it; every fifth window fails and halves it.
+    let mut limits = Vec::with_capacity(rounds);
+    assert_no_alloc(what, || {
+        for round in 0..rounds {
             while let Ok(p) = l.try_acquire() {
                 held.push(p);
             }
-            clock.advance(WINDOW);
-            let outcome = Outcome::from_success(round % 5 != 4);
-            // The first completion finds the window over: it closes it and
-            // runs the law.
+            clock.advance(step);
+            let (outcome, latency) = ending(round);
+            // The first completion finds the window over (or, adaptive,
+            // old and full enough): it closes it and runs the law.
             for p in held.drain(..) {
-                p.record_with_latency(outcome, LATENCY);
+                p.record_with_latency(outcome, latency);
             }
             limits.push(l.limit());
         }
     });
+    assert_eq!(l.in_flight(), 0);
+    drop(held);
+    (l, limits)
+}
 
+#[test]
+fn window_closes_do_not_allocate() {
+    // Saturated, so the window's peak reaches the limit and AIMD grows it;
+    // every fifth window fails and halves it.
+    let clock = ManualClock::new();
+    let b = Limiter::builder()
+        .initial_limit(4)
+        .sample_window(Duration::from_secs(1));
+    let (l, limits) = saturated_rounds(
+        "saturated windows closing, AIMD moving the limit",
+        b,
+        &clock,
+        2_000,
+        Duration::from_secs(1),
+        |round| (Outcome::from_success(round % 5 != 4), LATENCY),
+    );
     let s = l.stats();
     assert!(s.increases > 0 && s.decreases > 0, "the limit moved: {s:?}");
     assert!(limits.windows(2).any(|w| w[1] > w[0]));
     assert!(limits.windows(2).any(|w| w[1] < w[0]));
-    assert_eq!(l.in_flight(), 0);
+}
+
+#[test]
+fn adaptive_window_closes_and_baseline_probes_do_not_allocate() {
+    // Vegas (with its baseline manager) on adaptive windows: each window
+    // closes on its samples after 4 latencies, not on the 1 s sample
+    // window; the latency doubles for a stretch, so Vegas cuts, re-probes
+    // its floor and adopts it.
+    let clock = ManualClock::new();
+    let b = Limiter::builder()
+        .algorithm(adaptx::Algorithm::Vegas)
+        .initial_limit(8)
+        .sample_window(Duration::from_secs(1))
+        .sample_window_adaptive(4, 4.0);
+    let (l, _) = saturated_rounds(
+        "adaptive windows closing, Vegas probing its floor",
+        b,
+        &clock,
+        2_000,
+        4 * LATENCY,
+        |round| {
+            let slow = (200..800).contains(&round);
+            (Outcome::Success, if slow { 2 * LATENCY } else { LATENCY })
+        },
+    );
+    let s = l.stats();
+    assert!(
+        s.increases + s.decreases > 100,
+        "windows closed early: {s:?}"
+    );
 }
 
 #[test]

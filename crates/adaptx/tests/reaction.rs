@@ -7,37 +7,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use adaptx::{Algorithm, ControlLaw, Limiter, ManualClock, Outcome, OwnedPermit, WindowSummary};
+use adaptx::{Algorithm, Limiter, ManualClock, Outcome, OwnedPermit, WindowSummary};
+
+mod common;
+use common::Recorder;
 
 const MS: Duration = Duration::from_millis(1);
-
-/// Records every summary it is shown; on a window with fresh failures it
-/// steps the limit down by one (or holds, if `hold`), else holds.
-#[derive(Debug)]
-struct Recorder {
-    seen: Arc<Mutex<Vec<WindowSummary>>>,
-    react: bool,
-    hold: bool,
-}
-
-impl ControlLaw for Recorder {
-    fn name(&self) -> &'static str {
-        "recorder"
-    }
-
-    fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
-        self.seen.lock().expect("not poisoned").push(*w);
-        if w.failures > 0 && !self.hold {
-            limit - 1
-        } else {
-            limit
-        }
-    }
-
-    fn reacts_to_first_failure(&self) -> bool {
-        self.react
-    }
-}
 
 fn limiter(react: bool, hold: bool) -> (Limiter, ManualClock, Arc<Mutex<Vec<WindowSummary>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));

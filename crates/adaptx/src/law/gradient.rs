@@ -1,5 +1,6 @@
 //! Latency-gradient control in the manner of Netflix's concurrency-limits.
 
+use super::baseline::{self, Baseline, DelayLaw};
 use super::{ControlLaw, WindowSummary, app_limited, decrease, utilized};
 use crate::defaults::{DEFAULT_DECREASE_RATIO, DEFAULT_TOLERANCE, DEFAULT_UTILIZATION};
 use crate::error::{ConfigError, open_closed, open_open};
@@ -63,6 +64,15 @@ use crate::error::{ConfigError, open_closed, open_open};
 /// rule settled at 4.7× the backend's concurrency with a p50 of 5× the
 /// service time; with the bound, 2.2× and 2.4×).
 ///
+/// The floor of the standing-queue bound is relearned when it moves, by the
+/// same RTT baseline manager as [Vegas'](crate::Vegas#relearning-the-floor):
+/// the count of windows that trigger a re-probe is of those held by the
+/// bound. Without it, in the simulator, a floor that tripled (scenario 08
+/// with a 50 → 150 ms step) left Gradient 0.04 of its mean limit (with the
+/// manager, 0.88), and a floor that dropped under a queue of ours was never
+/// seen (a processor-sharing backend going 100 → 50 ms left the p50 at
+/// 4.5× the new service time; with the manager, 2.2×).
+///
 /// # Examples
 ///
 /// ```
@@ -93,6 +103,7 @@ pub struct Gradient {
     tolerance: f64,
     decrease_ratio: f64,
     utilization: f64,
+    baseline: Baseline,
 }
 
 /// The step taken when latency falls well below its average
@@ -125,6 +136,7 @@ impl Gradient {
             tolerance: open_closed("tolerance", tolerance, 0.0, 1.0, "0 < value <= 1")?,
             decrease_ratio: open_open("decrease_ratio", decrease_ratio, 0.0, 1.0, "0 < value < 1")?,
             utilization: open_closed("utilization", utilization, 0.0, 1.0, "0 < value <= 1")?,
+            baseline: Baseline::default(),
         })
     }
 
@@ -147,10 +159,8 @@ impl Gradient {
 
     /// Whether the window shows a standing queue: a mean latency above
     /// [`GRADIENT_QUEUE_BOUND`] times the floor latency.
-    fn queued(&self, window: &WindowSummary) -> bool {
-        window
-            .rtt_floor_nanos
-            .is_some_and(|floor| window.mean_rtt_nanos > GRADIENT_QUEUE_BOUND * floor)
+    fn queued(floor: Option<f64>, window: &WindowSummary) -> bool {
+        floor.is_some_and(|floor| window.mean_rtt_nanos > GRADIENT_QUEUE_BOUND * floor)
     }
 
     fn grow(&self, limit: usize, step: usize, window: &WindowSummary) -> usize {
@@ -169,6 +179,7 @@ impl Default for Gradient {
             tolerance: DEFAULT_TOLERANCE,
             decrease_ratio: DEFAULT_DECREASE_RATIO,
             utilization: DEFAULT_UTILIZATION,
+            baseline: Baseline::default(),
         }
     }
 }
@@ -187,6 +198,26 @@ impl ControlLaw for Gradient {
     }
 
     fn next_limit(&mut self, limit: usize, window: &WindowSummary) -> usize {
+        baseline::next_limit(self, limit, window)
+    }
+
+    fn reset(&mut self) {
+        self.baseline.reset();
+    }
+}
+
+impl DelayLaw for Gradient {
+    fn baseline(&mut self) -> &mut Baseline {
+        &mut self.baseline
+    }
+
+    /// The standing-queue bound.
+    fn reads_queue(&self, _limit: usize, floor: f64, w: &WindowSummary) -> bool {
+        Self::queued(Some(floor), w)
+    }
+
+    /// The formula of the `# Algorithm` section.
+    fn judge(&self, limit: usize, floor: Option<f64>, window: &WindowSummary) -> usize {
         if window.failures > 0 {
             return decrease(limit, self.decrease_ratio);
         }
@@ -203,7 +234,7 @@ impl ControlLaw for Gradient {
             // through to the backoff, since `f64::max` ignores NaN.
             return limit;
         }
-        if g <= self.tolerance && self.queued(window) {
+        if g <= self.tolerance && Self::queued(floor, window) {
             // Improvement: a standing queue holds the limit even when the
             // latency is flat (see `QUEUE_BOUND`).
             limit
@@ -454,5 +485,41 @@ mod tests {
         let mut up = window(20, Some(10.0 * MS), 25.0 * MS);
         up.rtt_floor_nanos = Some(5.0 * MS);
         assert_eq!(gradient().next_limit(20, &up), 10);
+    }
+
+    #[test]
+    fn gradient_relearns_a_floor_that_rises() {
+        // 50 ms, then from window 10 on 110 ms at every concurrency: more
+        // than GRADIENT_QUEUE_BOUND times the limiter's RTT_min of 50 ms,
+        // which reads as a standing queue and holds growth for good.
+        let r = |i| if i < 10 { 50.0 * MS } else { 110.0 * MS };
+        let mut law = gradient();
+        let limits = crate::law::drive(&mut law, 20, 40, r, |_| 50.0 * MS);
+        // The test windows carry a flat average, so only the bound holds
+        // (windows 10–13); the fifth window above the bound (14) starts a
+        // re-probe at 15; window 15 still drains the 30 admitted before,
+        // window 16 measures 110 ms and restores 30, and growth resumes.
+        assert_eq!(&limits[9..15], &[30, 30, 30, 30, 30, 15], "{limits:?}");
+        assert_eq!(&limits[15..18], &[15, 30, 31], "{limits:?}");
+        assert_eq!(limits[39], 53, "{limits:?}");
+    }
+
+    #[test]
+    fn gradient_relearns_a_floor_that_drops() {
+        // 50 → 110 ms (relearned as above), then 50 ms again from window 30
+        // and a standing queue of our own at 2.2 × 50 ms from window 35.
+        let r = |i| match i {
+            0..10 => 50.0 * MS,
+            10..30 => 110.0 * MS,
+            30..35 => 50.0 * MS,
+            _ => 110.0 * MS,
+        };
+        let mut law = gradient();
+        let limits = crate::law::drive(&mut law, 20, 40, r, |_| 50.0 * MS);
+        // The floor read fell back to 50 ms with the first fast window, so
+        // the queue at 110 ms holds the limit; a floor stuck at 110 ms would
+        // grow it by one per window. (Five windows above the bound re-probe
+        // it again at window 39.)
+        assert_eq!(&limits[34..39], &[48; 5], "{limits:?}");
     }
 }

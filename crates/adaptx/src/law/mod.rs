@@ -7,11 +7,16 @@
 use std::fmt;
 
 mod aimd;
+mod baseline;
 mod ceiling;
 mod gradient;
 mod vegas;
 
 pub use aimd::Aimd;
+pub use baseline::{
+    BASELINE_EXPIRY_WINDOWS, BASELINE_MATCH, BASELINE_PROBE_DROP, BASELINE_PROBE_HALVINGS,
+    BASELINE_PROBE_INTERVAL, BASELINE_PROBE_JITTER, BASELINE_PROBE_RATIO, BASELINE_PROBE_WINDOWS,
+};
 pub use ceiling::{CEILING_DEFAULT_TOLERANCE, Ceiling};
 pub use gradient::{GRADIENT_QUEUE_BOUND, Gradient};
 pub use vegas::Vegas;
@@ -167,4 +172,28 @@ pub(crate) fn test_window(
         rtt_floor_nanos: floor,
         rtt_average_nanos: avg,
     }
+}
+
+/// Runs `law` in closed loop for `windows` windows from limit `limit`: each
+/// window saturates the limit in force at its start and the one set for it
+/// (peak in-flight `max(previous, live)`: a cut drains through the next
+/// window), has mean latency `r(i)` for window `i`, the limiter's RTT_min
+/// `floor(i)` and a flat average. Returns the limit after each window.
+#[cfg(test)]
+pub(crate) fn drive(
+    law: &mut dyn ControlLaw,
+    mut limit: usize,
+    windows: usize,
+    r: impl Fn(usize) -> f64,
+    floor: impl Fn(usize) -> f64,
+) -> Vec<usize> {
+    let mut prev = limit;
+    (0..windows)
+        .map(|i| {
+            let w = test_window(prev.max(limit), r(i), Some(floor(i)), Some(r(i)));
+            prev = limit;
+            limit = law.next_limit(limit, &w).max(1);
+            limit
+        })
+        .collect()
 }

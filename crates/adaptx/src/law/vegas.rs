@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::baseline::{self, Baseline, DelayLaw};
 use super::{ControlLaw, WindowSummary, app_limited, decrease, utilized};
 use crate::defaults::{
     DEFAULT_DECREASE_RATIO, DEFAULT_TARGET_LATENCY, DEFAULT_TOLERANCE, DEFAULT_UTILIZATION,
@@ -21,7 +22,9 @@ use crate::error::{ConfigError, open_closed, open_open};
 /// # Algorithm
 ///
 /// With `L` the live limit, `r` the window's mean latency, `m` the latency
-/// floor (RTT_min) and `T` the target latency, all in nanoseconds:
+/// floor (the limiter's RTT_min, relearned when it moves: see
+/// [Relearning the floor](#relearning-the-floor)) and `T` the target
+/// latency, all in nanoseconds:
 ///
 /// - any fresh failure ([`WindowSummary::failures`]): next =
 ///   `floor(L · decrease_ratio)`;
@@ -49,7 +52,45 @@ use crate::error::{ConfigError, open_closed, open_open};
 /// Internet", 1994), with the window's mean latency in place of the
 /// per-packet RTT.
 ///
-/// This law differs from the Go adaptx v1.5.2 original in four ways:
+/// # Relearning the floor
+///
+/// The limiter's RTT_min is the lowest window mean seen, drifting up by the
+/// min-latency decay (a half-life of ~700 windows): it follows a floor that
+/// drops, not one that rises. A backend that became twice as slow without
+/// becoming busier then reads as a queue of `L / 2`, and the seed's Vegas
+/// cut the limit to 1 and stayed there (the simulator's scenario 08: 0.04
+/// of the limit before the step). Only the latency at *reduced
+/// concurrency* tells a slower backend from a queue of ours, so Vegas (and
+/// [`Gradient`](crate::Gradient)) keep an RTT baseline manager in the
+/// manner of Envoy's adaptive concurrency filter and BBR's PROBE_RTT:
+///
+/// - a **re-probe** cuts the limit to half for a window after the
+///   operations admitted before have drained (at most
+///   [`BASELINE_PROBE_WINDOWS`](crate::BASELINE_PROBE_WINDOWS) windows).
+///   If the latency there is less than
+///   [`BASELINE_PROBE_DROP`](crate::BASELINE_PROBE_DROP) (10 %) lower than
+///   before the cut, it is the floor, and `m` becomes it even above RTT_min;
+///   if it fell by more, the queue was ours and the probe cuts again (at
+///   most [`BASELINE_PROBE_HALVINGS`](crate::BASELINE_PROBE_HALVINGS)
+///   times), so a deep queue is measured through. The limit before the
+///   probe is then restored;
+/// - after a re-probe `m = max(RTT_min, r)`, `r` the lowest window mean
+///   since the probe: a floor that drops again is followed at once;
+/// - a re-probe starts, on a window without failures that used at least
+///   half the limit, after
+///   [`BASELINE_EXPIRY_WINDOWS`](crate::BASELINE_EXPIRY_WINDOWS) (5)
+///   windows in a row on which the formula cut for latency (`q > β`) — a
+///   count that doubles after each probe that found the floor where it was
+///   — or after [`BASELINE_PROBE_INTERVAL`](crate::BASELINE_PROBE_INTERVAL)
+///   (100) windows plus up to 15 % jitter with no window within
+///   [`BASELINE_MATCH`](crate::BASELINE_MATCH) (5 %) of `m`. A backend whose
+///   latency stays at its floor is never probed.
+///
+/// On scenario 08 (50 → 100 ms at 60 s, C\* = 30) Vegas keeps 0.98 of its
+/// mean limit after the step (median of seeds 0–9; the seed: 0.04); a probe
+/// costs two windows at half the limit.
+///
+/// This law differs from the Go adaptx v1.5.2 original in five ways:
 ///
 /// - Go estimates the queue from the limit, not from the concurrency in use:
 ///   one request in flight under a limit of 20, with latency noise of
@@ -64,6 +105,10 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///   is halved over and over. Here the scale never drops below one half and
 ///   reaches 1 continuously at `m = T`; for `m <= T / 2` and `m >= T` it is
 ///   exactly Go's value.
+/// - Go's floor only drifts up by the min-latency decay; here it is
+///   re-probed when it may have moved (see
+///   [Relearning the floor](#relearning-the-floor)). Until the first probe
+///   the two agree exactly.
 ///
 /// # Examples
 ///
@@ -100,6 +145,7 @@ pub struct Vegas {
     target_nanos: f64,
     decrease_ratio: f64,
     utilization: f64,
+    baseline: Baseline,
 }
 
 impl Vegas {
@@ -140,6 +186,7 @@ impl Vegas {
             ));
         }
         Ok(Self {
+            baseline: Baseline::default(),
             tolerance,
             target_latency,
             target_nanos: target_latency.as_nanos() as f64,
@@ -181,6 +228,16 @@ impl Vegas {
         limit.min(peak_in_flight) as f64 * (1.0 - m / r)
     }
 
+    /// Whether the window, read against the floor `m`, shows a queue above
+    /// the band (`q > β = 2α`): the latency cut of the `# Algorithm`
+    /// section.
+    fn cuts(&self, limit: usize, m: f64, window: &WindowSummary) -> bool {
+        let r = window.mean_rtt_nanos;
+        r > 0.0
+            && m > 0.0
+            && self.queue(limit, window.peak_in_flight, m, r) > 2.0 * self.alpha(limit, m)
+    }
+
     /// The lower edge α of the queue band for limit `limit` and latency floor
     /// `m` nanoseconds.
     pub(crate) fn alpha(&self, limit: usize, m: f64) -> f64 {
@@ -206,6 +263,7 @@ impl Default for Vegas {
             target_nanos: DEFAULT_TARGET_LATENCY.as_nanos() as f64,
             decrease_ratio: DEFAULT_DECREASE_RATIO,
             utilization: DEFAULT_UTILIZATION,
+            baseline: Baseline::default(),
         }
     }
 }
@@ -216,6 +274,26 @@ impl ControlLaw for Vegas {
     }
 
     fn next_limit(&mut self, limit: usize, window: &WindowSummary) -> usize {
+        baseline::next_limit(self, limit, window)
+    }
+
+    fn reset(&mut self) {
+        self.baseline.reset();
+    }
+}
+
+impl DelayLaw for Vegas {
+    fn baseline(&mut self) -> &mut Baseline {
+        &mut self.baseline
+    }
+
+    /// A cut for latency.
+    fn reads_queue(&self, limit: usize, floor: f64, w: &WindowSummary) -> bool {
+        self.cuts(limit, floor, w)
+    }
+
+    /// The formula of the `# Algorithm` section.
+    fn judge(&self, limit: usize, floor: Option<f64>, window: &WindowSummary) -> usize {
         if window.failures > 0 {
             return decrease(limit, self.decrease_ratio);
         }
@@ -223,7 +301,7 @@ impl ControlLaw for Vegas {
             return limit;
         }
         let r = window.mean_rtt_nanos;
-        let Some(m) = window.rtt_floor_nanos else {
+        let Some(m) = floor else {
             return limit;
         };
         if r <= 0.0 || m <= 0.0 {
@@ -232,15 +310,13 @@ impl ControlLaw for Vegas {
         // NaN in r or m makes q or α NaN; both comparisons below are then
         // false and the limit holds.
         let q = self.queue(limit, window.peak_in_flight, m, r);
-        let alpha = self.alpha(limit, m);
-        let beta = 2.0 * alpha;
-        if q < alpha {
+        if q < self.alpha(limit, m) {
             if utilized(limit, window.peak_in_flight, self.utilization) {
                 limit.saturating_add(1)
             } else {
                 limit
             }
-        } else if q > beta {
+        } else if self.cuts(limit, m, window) {
             decrease(limit, self.decrease_ratio)
         } else {
             limit
@@ -253,6 +329,20 @@ mod tests {
     use super::*;
 
     const MS: f64 = 1e6;
+
+    /// Vegas as the seed ran it: the formula on the limiter's RTT_min, no
+    /// baseline manager.
+    #[derive(Debug)]
+    struct NoBaseline(Vegas);
+
+    impl ControlLaw for NoBaseline {
+        fn name(&self) -> &'static str {
+            "vegas-seed"
+        }
+        fn next_limit(&mut self, limit: usize, window: &WindowSummary) -> usize {
+            self.0.judge(limit, window.rtt_floor_nanos, window)
+        }
+    }
 
     /// A clean window, saturated at `limit`, with mean latency `r` and floor `m`.
     fn window(limit: usize, m: Option<f64>, r: f64) -> WindowSummary {
@@ -552,5 +642,46 @@ mod tests {
             err.to_string(),
             "invalid utilization: NaN (allowed: 0 < value <= 1)"
         );
+    }
+
+    #[test]
+    fn vegas_relearns_a_floor_that_rises() {
+        // Scenario 08 in miniature: 50 ms, then from window 10 on 100 ms at
+        // every concurrency (a slower backend, not a busier one); the
+        // limiter's RTT_min stays 50 ms.
+        let mut law = Vegas::default();
+        let r = |i| if i < 10 { 50.0 * MS } else { 100.0 * MS };
+        let limits = crate::law::drive(&mut law, 20, 60, r, |_| 50.0 * MS);
+        // Growing 20 → 30 on the first ten; then, read as a queue, the step
+        // halves the limit to 1 (windows 10–13); the fifth window above the
+        // floor (14) starts a re-probe at max(1, 1 / 2) = 1, which measures
+        // 100 ms on window 15 and restores 1; from window 16 on the limit
+        // grows again, one per window.
+        assert_eq!(&limits[9..17], &[30, 15, 7, 3, 1, 1, 1, 2], "{limits:?}");
+        assert_eq!(limits[59], 45, "{limits:?}");
+        // The seed's floor alone pins it at 1.
+        let mut seed = NoBaseline(Vegas::default());
+        let stuck = crate::law::drive(&mut seed, 20, 60, r, |_| 50.0 * MS);
+        assert_eq!(stuck[59], 1, "{stuck:?}");
+    }
+
+    #[test]
+    fn vegas_relearns_a_floor_that_drops() {
+        // 50 → 100 ms (relearned as above), then 70 ms from window 40 on,
+        // and from window 50 a queue of our own that lifts the latency 30 %
+        // above the new floor.
+        let mut law = Vegas::default();
+        let r = |i| match i {
+            0..10 => 50.0 * MS,
+            10..40 => 100.0 * MS,
+            40..50 => 70.0 * MS,
+            _ => 91.0 * MS,
+        };
+        let limits = crate::law::drive(&mut law, 20, 51, r, |_| 50.0 * MS);
+        // At 70 ms the floor read is 70 ms: q = 0, grow.
+        assert!(limits[49] > limits[40], "{limits:?}");
+        // 91 ms against 70: q = L · 0.23 > β = 0.2 · L · 0.7: cut. A floor
+        // stuck at 100 ms would read no queue and grow.
+        assert_eq!(limits[50], limits[49] / 2, "{limits:?}");
     }
 }

@@ -13,7 +13,7 @@ use crate::law::{Aimd, CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, Gradient,
 use crate::pool::{MAX_PERMITS, Pool};
 use crate::sync::Mutex;
 use crate::sync::Padded;
-use crate::window::Window;
+use crate::window::{AdaptiveWindow, Window};
 
 /// A callback run with `(old, new)` whenever a window moves the limit.
 pub type LimitChangeHook = Box<dyn Fn(usize, usize) + Send + Sync>;
@@ -88,6 +88,8 @@ pub struct Builder {
     target_latency: Duration,
     tolerance: f64,
     sample_window: Duration,
+    /// `(min_samples, rtt_multiple)` of `sample_window_adaptive`, unchecked.
+    adaptive: Option<(u64, f64)>,
     warmup_samples: u64,
     min_latency_decay: f64,
     jitter: f64,
@@ -106,6 +108,7 @@ impl fmt::Debug for Builder {
             .field("min_limit", &self.min_limit)
             .field("max_limit", &self.max_limit)
             .field("sample_window", &self.sample_window)
+            .field("adaptive", &self.adaptive)
             .finish_non_exhaustive()
     }
 }
@@ -132,6 +135,7 @@ impl Builder {
             target_latency: DEFAULT_TARGET_LATENCY,
             tolerance: DEFAULT_TOLERANCE,
             sample_window: DEFAULT_SAMPLE_WINDOW,
+            adaptive: None,
             warmup_samples: DEFAULT_WARMUP_SAMPLES,
             min_latency_decay: DEFAULT_MIN_LATENCY_DECAY,
             jitter: DEFAULT_JITTER,
@@ -223,6 +227,61 @@ impl Builder {
     /// ..= [`MAX_SAMPLE_WINDOW`] (24 h).
     pub fn sample_window(mut self, d: Duration) -> Self {
         self.sample_window = d;
+        self
+    }
+
+    /// Lets a window close before the [sample window](Builder::sample_window)
+    /// ends, as soon as it holds at least `min_samples` latency samples
+    /// *and* is at least `rtt_multiple` recent latencies old, so that a fast
+    /// backend is not held to one decision per sample window (a 5 ms
+    /// backend with `(20, 4.0)` and 20 in flight: a decision every 20 ms
+    /// instead of every second). The sample window stays the upper bound,
+    /// and what closes a window early anyway (a fresh failure, for a law
+    /// that [reacts to the first one](crate::ControlLaw::reacts_to_first_failure))
+    /// still does. Default: off.
+    ///
+    /// The recent latency is the mean latency of the successes of the
+    /// previous window, queueing included: a window must outlast the
+    /// operations admitted under the limit the previous one decided, or
+    /// the law would judge a limit by operations admitted under the one
+    /// before. RTT_min would be shorter than that whenever a queue
+    /// stretches the latency, which is when decisions matter most. Until a
+    /// window with a success has closed (after construction or
+    /// [`reset_stats`](crate::Limiter::reset_stats)) windows run the full
+    /// sample window, and a window without successes keeps the last value.
+    ///
+    /// The check on a completion stays lock-free and allocation-free: one
+    /// more load on the line it already reads and, once the window is old
+    /// enough, a relaxed read of the sample count.
+    ///
+    /// Allowed: `min_samples` 1 ..= [`MAX_WINDOW_MIN_SAMPLES`], `rtt_multiple`
+    /// 1 ..= [`MAX_WINDOW_RTT_MULTIPLE`] (a window shorter than one latency
+    /// sees none of the operations its limit admitted).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let limiter = adaptx::Limiter::builder()
+    ///     .sample_window(Duration::from_secs(1))
+    ///     .sample_window_adaptive(20, 4.0)
+    ///     .build()
+    ///     .unwrap();
+    /// # drop(limiter);
+    ///
+    /// let err = adaptx::Limiter::builder()
+    ///     .sample_window_adaptive(20, 0.5)
+    ///     .build()
+    ///     .unwrap_err();
+    /// assert_eq!(err.field(), "sample_window_rtt_multiple");
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "invalid sample_window_rtt_multiple: 0.5 (allowed: 1 <= value <= 1000)"
+    /// );
+    /// ```
+    pub fn sample_window_adaptive(mut self, min_samples: u64, rtt_multiple: f64) -> Self {
+        self.adaptive = Some((min_samples, rtt_multiple));
         self
     }
 
@@ -318,6 +377,26 @@ impl Builder {
                 "1ns ..= 24h",
             ));
         }
+        let adaptive = match self.adaptive {
+            None => None,
+            Some((n, _)) if !(1..=MAX_WINDOW_MIN_SAMPLES).contains(&n) => {
+                return Err(ConfigError::new(
+                    "sample_window_min_samples",
+                    n,
+                    "1 ..= 1000000",
+                ));
+            }
+            Some((min_samples, k)) => Some(AdaptiveWindow {
+                min_samples,
+                rtt_multiple: closed_closed(
+                    "sample_window_rtt_multiple",
+                    k,
+                    1.0,
+                    MAX_WINDOW_RTT_MULTIPLE,
+                    "1 <= value <= 1000",
+                )?,
+            }),
+        };
         if self.op_name.as_deref() == Some("") {
             return Err(ConfigError::new("op_name", "", "a non-empty name"));
         }
@@ -365,6 +444,7 @@ impl Builder {
             }),
             clock,
             window_nanos,
+            min_samples: adaptive.map_or(u64::MAX, |a| a.min_samples),
             react_to_first_failure,
             initial_limit: initial,
             cfg: ControlConfig {
@@ -374,6 +454,8 @@ impl Builder {
                 smoothing,
                 min_latency_decay: decay,
                 jitter,
+                window_nanos,
+                adaptive,
             },
             algorithm,
             execute_op,

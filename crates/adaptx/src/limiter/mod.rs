@@ -108,6 +108,9 @@ pub(crate) struct Inner {
     hot: Padded<Hot>,
     clock: AnyClock,
     window_nanos: u64,
+    /// The samples an adaptive window needs before it may close early (see
+    /// [`Builder::sample_window_adaptive`]); unused when that is off.
+    min_samples: u64,
     /// The law's [`crate::ControlLaw::reacts_to_first_failure`].
     react_to_first_failure: bool,
     initial_limit: usize,
@@ -194,11 +197,18 @@ impl Inner {
                     epoch,
                 });
                 let start = w.start.load(Ordering::Acquire);
+                let age = now.saturating_sub(start);
                 // A fresh overload failure closes the window at once when the
                 // law asks for it; a stale one (admitted before the epoch
-                // moved) never does, so it takes no lock.
+                // moved) never does, so it takes no lock. An adaptive window
+                // closes once it is old enough and holds enough samples
+                // (`early` is u64::MAX when that is off: one load on this
+                // line and a comparison).
                 let react = !success && self.react_to_first_failure && epoch == w.epoch();
-                if react || now.saturating_sub(start) >= self.window_nanos {
+                if react
+                    || age >= self.window_nanos
+                    || (age >= w.early() && w.started() >= self.min_samples)
+                {
                     self.close_window(start, now);
                 }
             }

@@ -7,7 +7,11 @@ use std::future::Future;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use adaptx::{Algorithm, Builder, Limiter, ManualClock, Outcome, OwnedPermit};
+use std::sync::{Arc, Mutex};
+
+use adaptx::{
+    Algorithm, Builder, ControlLaw, Limiter, ManualClock, Outcome, OwnedPermit, WindowSummary,
+};
 
 pub const MS: Duration = Duration::from_millis(1);
 pub const WINDOW: Duration = Duration::from_secs(1);
@@ -172,5 +176,33 @@ impl SplitMix {
     pub fn exponential(&mut self, mean: f64) -> u64 {
         let u = ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
         ((-u.ln() * mean) as u64).max(1)
+    }
+}
+
+/// Records every summary it is shown; on a window with fresh failures it
+/// steps the limit down by one (or holds, if `hold`), else holds.
+#[derive(Debug)]
+pub struct Recorder {
+    pub seen: Arc<Mutex<Vec<WindowSummary>>>,
+    pub react: bool,
+    pub hold: bool,
+}
+
+impl ControlLaw for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+
+    fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
+        self.seen.lock().expect("not poisoned").push(*w);
+        if w.failures > 0 && !self.hold {
+            limit - 1
+        } else {
+            limit
+        }
+    }
+
+    fn reacts_to_first_failure(&self) -> bool {
+        self.react
     }
 }
