@@ -65,7 +65,9 @@ impl Driver {
         let client = redis::Client::open(config.url.as_str()).map_err(BuildError::Redis)?;
         let manager = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(config.redis_timeout))
-            .set_response_timeout(Some(config.redis_timeout))
+            // Ours (in `call`) trips first; this one only recycles a
+            // connection that never answers.
+            .set_response_timeout(Some(config.redis_timeout * 2))
             .set_number_of_retries(1)
             .set_min_delay(Duration::from_millis(10))
             .set_max_delay(config.backoff_min);
@@ -147,6 +149,7 @@ impl Driver {
     ) -> Result<T, CallError> {
         match timeout(self.config.redis_timeout, fut).await {
             Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) if e.is_timeout() => Err(CallError::Timeout),
             Ok(Err(e)) => Err(CallError::Redis(e)),
             Err(_) => Err(CallError::Timeout),
         }
