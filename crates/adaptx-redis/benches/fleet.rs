@@ -25,7 +25,12 @@ fn limiter(url: &str, name: &str, max_lease: u64) -> FleetRateLimiter {
     FleetRateLimiter::builder(url, name)
         .max_lease(max_lease)
         .redis_timeout(Duration::from_millis(500))
-        .rate(RateLimiter::builder().initial_rate(RATE).min_rate(RATE).max_rate(RATE))
+        .rate(
+            RateLimiter::builder()
+                .initial_rate(RATE)
+                .min_rate(RATE)
+                .max_rate(RATE),
+        )
         .build()
         .unwrap()
 }
