@@ -331,3 +331,63 @@ fn mode_of(s: &Shared) -> FleetMode {
         FleetMode::Fleet
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pool admits on credit down to minus one lease, then refuses; the
+    /// driver is asked for a lease once (on the edge), at the low-water mark.
+    #[test]
+    fn pool_admits_on_credit_of_one_lease() {
+        let s = Shared::new(100, 1);
+        s.refill_wanted.store(false, Ordering::Relaxed);
+        s.lease_size.store(8, Ordering::Relaxed);
+        s.pool.store(8, Ordering::Relaxed);
+        let mut left = vec![];
+        while let Some(l) = s.take() {
+            left.push(l);
+        }
+        // 8 leased + 8 on credit; below the credit line nothing.
+        assert_eq!(left.len(), 16);
+        assert_eq!(&left[..8], &[7, 6, 5, 4, 3, 2, 1, 0]);
+        assert_eq!(s.pool.load(Ordering::Relaxed), -8);
+        assert!(s.refill_wanted.load(Ordering::Relaxed));
+        // A grant pays the debt first.
+        s.pool.fetch_add(10, Ordering::Relaxed);
+        assert_eq!(s.take(), Some(1));
+    }
+
+    /// Many threads taking while a refiller grants: every token taken was
+    /// granted or is the final debt — none lost, none taken twice.
+    #[test]
+    fn pool_loses_and_duplicates_no_token() {
+        let s = Arc::new(Shared::new(100, 1));
+        s.lease_size.store(4, Ordering::Relaxed);
+        let taken = Arc::new(AtomicU64::new(0));
+        let granted = 20_000i64;
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                let (s, taken) = (Arc::clone(&s), Arc::clone(&taken));
+                scope.spawn(move || {
+                    for _ in 0..20_000 {
+                        if s.take().is_some() {
+                            taken.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+            let s = Arc::clone(&s);
+            scope.spawn(move || {
+                for _ in 0..granted / 4 {
+                    s.pool.fetch_add(4, Ordering::AcqRel);
+                    std::thread::yield_now();
+                }
+            });
+        });
+        let pool = s.pool.load(Ordering::Relaxed);
+        let taken = i64::try_from(taken.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
+        assert_eq!(taken, granted - pool, "taken {taken}, pool {pool}");
+        assert!(pool >= -4, "credit exceeded: {pool}");
+    }
+}

@@ -483,3 +483,41 @@ fn bad_configuration_is_named() {
     // An unreachable Redis at start is a fallback, not an error.
     assert!(b().build().is_ok());
 }
+
+/// A lease nobody uses for a report period goes back to the fleet; the
+/// instance's next request is still admitted (on credit) at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_lease_goes_back_to_the_fleet() {
+    let server = RedisServer::start();
+    let limiter = fixed(&server.url(), "idle", "i0", 100_000).build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let task = tokio::spawn(offer(
+        limiter.clone(),
+        50_000.0,
+        ms(0),
+        ms(0),
+        Arc::default(),
+        Arc::clone(&stop),
+    ));
+    assert!(
+        wait_for(Duration::from_secs(3), || limiter.stats().lease_size >= 64).await,
+        "{:?}",
+        limiter.stats()
+    );
+    stop.store(true, Ordering::Relaxed);
+    task.await.unwrap();
+    assert!(
+        wait_for(Duration::from_secs(2), || limiter.stats().tokens_returned
+            > 0)
+        .await,
+        "{:?}",
+        limiter.stats()
+    );
+    let s = limiter.stats();
+    println!(
+        "returned {} of {} granted ({} admitted)",
+        s.tokens_returned, s.tokens_granted, s.admitted
+    );
+    assert_eq!(s.tokens_granted - s.tokens_returned, s.admitted, "{s:?}");
+    assert!(limiter.try_acquire().is_ok());
+}
