@@ -108,17 +108,23 @@ impl Driver {
                 return;
             }
             let now = Instant::now();
-            if self.shared.mode.load(Ordering::Acquire) == FLEET {
-                if self.shared.refill_wanted.load(Ordering::Acquire)
-                    && now >= self.refill_not_before
-                {
-                    self.lease(0).await;
-                } else if now >= self.next_report {
+            if self.shared.mode.load(Ordering::Acquire) == LOCAL {
+                if now >= self.next_probe {
+                    self.probe().await;
+                }
+            } else {
+                // The report first: a busy instance wants a lease on every
+                // pass, and its feedback and heartbeat must not starve.
+                if now >= self.next_report {
                     self.report().await;
                     self.expire_lease(now).await;
                 }
-            } else if now >= self.next_probe {
-                self.probe().await;
+                if self.shared.mode.load(Ordering::Acquire) == FLEET
+                    && self.shared.refill_wanted.load(Ordering::Acquire)
+                    && Instant::now() >= self.refill_not_before
+                {
+                    self.lease(0).await;
+                }
             }
             let due = self.next_due();
             if due > Instant::now() {

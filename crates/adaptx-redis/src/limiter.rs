@@ -336,6 +336,17 @@ fn mode_of(s: &Shared) -> FleetMode {
 mod tests {
     use super::*;
 
+    /// The handle and its permit are `Send + Sync` (shared across tasks,
+    /// moved into spawned ones).
+    #[test]
+    fn bounds() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<FleetRateLimiter>();
+        send_sync::<FleetPermit>();
+        send_sync::<FleetStats>();
+        send_sync::<FleetRateLimiterBuilder>();
+    }
+
     /// The pool admits on credit down to minus one lease, then refuses; the
     /// driver is asked for a lease once (on the edge), at the low-water mark.
     #[test]
