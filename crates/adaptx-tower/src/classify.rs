@@ -1,7 +1,9 @@
 //! Deciding what a response says about the backend's capacity.
 
-use adaptx::{Outcome, RatePermit};
+use adaptx::Outcome;
 use http::{Response, StatusCode};
+
+use crate::rate::RateToken;
 
 /// What one response (or error) says about the backend's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -321,7 +323,7 @@ impl<Res, E> Classify<Res, E> for ResultClassifier {
 }
 
 /// Ends a rate permit with `verdict` (latency from admission).
-pub(crate) fn finish_rate_permit(permit: RatePermit, verdict: Verdict) {
+pub(crate) fn finish_rate_permit<P: RateToken>(permit: P, verdict: Verdict) {
     match verdict {
         Verdict::Success => permit.record(Outcome::Success),
         Verdict::Failure => permit.record(Outcome::Failure),

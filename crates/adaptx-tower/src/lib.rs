@@ -6,7 +6,7 @@
 //! | [`AdaptiveConcurrencyLayer::server`] | [`adaptx::Limiter`] | `503` + `Retry-After` (optionally after a bounded wait) |
 //! | [`AdaptiveConcurrencyLayer::record_at_body_end`] | [`adaptx::Limiter`] | as above; the permit is held until the response body has been sent |
 //! | [`AdaptiveConcurrencyClientLayer`] | [`adaptx::Limiter`] | `poll_ready` waits for a permit |
-//! | [`AdaptiveRateLimitLayer`] | [`adaptx::RateLimiter`] or [`adaptx::KeyedRateLimiter`] | `429` + `Retry-After`, `X-RateLimit-*` headers |
+//! | [`AdaptiveRateLimitLayer`] | [`adaptx::RateLimiter`], [`adaptx::KeyedRateLimiter`] or any [`RateSource`] (a fleet's limiter: `adaptx-redis`) | `429` + `Retry-After`, `X-RateLimit-*` headers |
 //!
 //! Server-side layers answer with a response rather than an error, so an
 //! axum `Router` (whose services are `Infallible`) takes them as they are,
@@ -35,6 +35,6 @@ pub use concurrency::{
 pub use error::{BoxError, Elapsed, LimiterClosed};
 pub use rate::{
     AdaptiveRateLimit, AdaptiveRateLimitLayer, ClientIp, CurrentRate, DefaultRejection, HeaderKey,
-    KeyExtractor, Keyed, NoSkip, OnRateLimited, RateLimitFuture, RateSource, SkipRequest,
-    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+    KeyExtractor, Keyed, NoSkip, OnRateLimited, RateLimitFuture, RateSource, RateToken,
+    SkipRequest, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };

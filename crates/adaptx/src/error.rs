@@ -17,7 +17,10 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    pub(crate) fn new(field: &'static str, value: impl fmt::Debug, allowed: &'static str) -> Self {
+    /// An error for option `field`, whose value `value` is outside
+    /// `allowed` (in words, e.g. `"1 ..= 1000"`). For crates that build on
+    /// this one and check options of their own the same way.
+    pub fn new(field: &'static str, value: impl fmt::Debug, allowed: &'static str) -> Self {
         Self {
             field,
             value: format!("{value:?}"),

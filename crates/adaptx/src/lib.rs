@@ -35,7 +35,7 @@ pub use limiter::{
 pub use rate::{
     DEFAULT_ADJUST_INTERVAL, DEFAULT_ERROR_THRESHOLD, DEFAULT_INITIAL_RATE, DEFAULT_KEY_TTL,
     DEFAULT_MAX_KEYS, DEFAULT_MAX_RATE, DEFAULT_MIN_RATE, DEFAULT_RATE_TARGET_LATENCY,
-    KeyedRateLimiter, MAX_ADJUST_INTERVAL, MAX_RATE_BOUND, RateLimited, RateLimiter,
-    RateLimiterBuilder, RatePermit, RateStats,
+    IntervalSummary, KeyedRateLimiter, MAX_ADJUST_INTERVAL, MAX_RATE_BOUND, RateLaw, RateLimited,
+    RateLimiter, RateLimiterBuilder, RatePermit, RateSettings, RateStats,
 };
 pub use stats::Stats;

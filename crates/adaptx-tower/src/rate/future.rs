@@ -7,6 +7,7 @@ use adaptx::RatePermit;
 use http::{HeaderValue, Response};
 use pin_project_lite::pin_project;
 
+use super::key::RateToken;
 use super::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
 use crate::classify::{Classify, classify_http, finish_rate_permit};
 
@@ -34,19 +35,19 @@ pin_project! {
     ///
     /// Dropping it drops the inner future and the rate permit: no feedback,
     /// counted as dropped.
-    pub struct RateLimitFuture<F, B, C> {
+    pub struct RateLimitFuture<F, B, C, P = RatePermit> {
         #[pin]
-        state: State<F, B, C>,
+        state: State<F, B, C, P>,
     }
 }
 
 pin_project! {
     #[project = StateProj]
-    enum State<F, B, C> {
+    enum State<F, B, C, P> {
         Running {
             #[pin]
             future: F,
-            permit: Option<RatePermit>,
+            permit: Option<P>,
             classifier: C,
             headers: Option<RateHeaders>,
         },
@@ -60,10 +61,10 @@ pin_project! {
     }
 }
 
-impl<F, B, C> RateLimitFuture<F, B, C> {
+impl<F, B, C, P> RateLimitFuture<F, B, C, P> {
     pub(super) fn running(
         future: F,
-        permit: RatePermit,
+        permit: P,
         classifier: C,
         headers: Option<RateHeaders>,
     ) -> Self {
@@ -92,7 +93,7 @@ impl<F, B, C> RateLimitFuture<F, B, C> {
     }
 }
 
-impl<F, B, C> fmt::Debug for RateLimitFuture<F, B, C> {
+impl<F, B, C, P> fmt::Debug for RateLimitFuture<F, B, C, P> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.state {
             State::Running { .. } => "running",
@@ -105,10 +106,11 @@ impl<F, B, C> fmt::Debug for RateLimitFuture<F, B, C> {
     }
 }
 
-impl<F, B, C, E> Future for RateLimitFuture<F, B, C>
+impl<F, B, C, P, E> Future for RateLimitFuture<F, B, C, P>
 where
     F: Future<Output = Result<Response<B>, E>>,
     C: Classify<Response<B>, E>,
+    P: RateToken,
 {
     type Output = Result<Response<B>, E>;
 

@@ -1,24 +1,63 @@
 use std::hash::Hash;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use adaptx::{KeyedRateLimiter, RateLimited, RateLimiter, RatePermit};
+use adaptx::{KeyedRateLimiter, Outcome, RateLimited, RateLimiter, RatePermit};
 use http::{HeaderName, Request};
 
-/// Where a request's rate permit comes from: a global [`RateLimiter`] or a
-/// [`Keyed`] limiter with its key extractor.
+/// What an admitted request carries to its response: the rate and the
+/// tokens left at admission (for the headers), and the way back for its
+/// outcome.
+///
+/// Implemented by [`RatePermit`]; a limiter kept elsewhere (a fleet's, on a
+/// shared store) implements it for its own permit and so gets the whole
+/// layer. Dropping a token without [`record`](RateToken::record) gives no
+/// feedback.
+pub trait RateToken {
+    /// The rate (requests per second) in force at admission.
+    fn rate_at_admission(&self) -> u64;
+
+    /// Whole tokens left just after this admission.
+    fn remaining(&self) -> u64;
+
+    /// Records the request's outcome, with the latency from admission.
+    fn record(self, outcome: Outcome);
+}
+
+impl RateToken for RatePermit {
+    fn rate_at_admission(&self) -> u64 {
+        RatePermit::rate_at_admission(self)
+    }
+
+    fn remaining(&self) -> u64 {
+        RatePermit::remaining(self)
+    }
+
+    fn record(self, outcome: Outcome) {
+        RatePermit::record(self, outcome);
+    }
+}
+
+/// Where a request's rate permit comes from: a global [`RateLimiter`], a
+/// [`Keyed`] limiter with its key extractor, or any limiter whose permit is
+/// a [`RateToken`].
 pub trait RateSource<B> {
+    /// The permit an admitted request carries.
+    type Permit: RateToken;
+
     /// Admits `req` or says how long to wait.
     ///
     /// # Errors
     ///
     /// [`RateLimited`] when the request's bucket is empty.
-    fn try_acquire(&self, req: &Request<B>) -> Result<RatePermit, RateLimited>;
+    fn try_acquire(&self, req: &Request<B>) -> Result<Self::Permit, RateLimited>;
 
     /// The current rate, requests per second.
     fn current_rate(&self) -> u64;
 }
 
 impl<B> RateSource<B> for RateLimiter {
+    type Permit = RatePermit;
+
     fn try_acquire(&self, _req: &Request<B>) -> Result<RatePermit, RateLimited> {
         RateLimiter::try_acquire(self)
     }
@@ -122,6 +161,8 @@ where
     K: Hash + Eq + Clone,
     X: KeyExtractor<B, Key = K>,
 {
+    type Permit = RatePermit;
+
     fn try_acquire(&self, req: &Request<B>) -> Result<RatePermit, RateLimited> {
         self.limiter.try_acquire(&self.extractor.extract(req))
     }

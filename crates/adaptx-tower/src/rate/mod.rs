@@ -7,7 +7,9 @@ mod layer;
 mod service;
 
 pub use future::RateLimitFuture;
-pub use key::{ClientIp, HeaderKey, KeyExtractor, Keyed, NoSkip, RateSource, SkipRequest};
+pub use key::{
+    ClientIp, HeaderKey, KeyExtractor, Keyed, NoSkip, RateSource, RateToken, SkipRequest,
+};
 pub use layer::{AdaptiveRateLimitLayer, DefaultRejection, OnRateLimited};
 pub use service::AdaptiveRateLimit;
 

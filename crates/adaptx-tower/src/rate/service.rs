@@ -6,7 +6,7 @@ use tower_service::Service;
 
 use super::CurrentRate;
 use super::future::{RateHeaders, RateLimitFuture};
-use super::key::{RateSource, SkipRequest};
+use super::key::{RateSource, RateToken, SkipRequest};
 use super::layer::OnRateLimited;
 use crate::classify::{Answered, Classify};
 
@@ -72,7 +72,7 @@ where
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = RateLimitFuture<S::Future, ResBody, C>;
+    type Future = RateLimitFuture<S::Future, ResBody, C, L::Permit>;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {

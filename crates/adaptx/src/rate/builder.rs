@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use super::defaults::*;
 use super::engine::Core;
-use super::law::Law;
+use super::law::{RateLaw, check_rate};
 use super::{KeyedRateLimiter, RateLimiter};
 use crate::clock::{AnyClock, Clock, SystemClock, duration_nanos};
-use crate::error::{ConfigError, open_closed};
+use crate::error::ConfigError;
 
 /// Builds a [`RateLimiter`] or a [`KeyedRateLimiter`].
 ///
@@ -223,35 +223,39 @@ impl RateLimiterBuilder {
         Ok(KeyedRateLimiter::from_core(core, keys.0, keys.1))
     }
 
-    /// The validated engine, and the keyed options (TTL in ns, max keys).
-    fn core(self) -> Result<(Core, (u64, usize)), ConfigError> {
-        const RATE_RANGE: &str = "1 ..= 1000000000";
-        let rate = |field, n: u64| {
-            if (1..=MAX_RATE_BOUND).contains(&n) {
-                Ok(n)
-            } else {
-                Err(ConfigError::new(field, n, RATE_RANGE))
-            }
-        };
-        let initial = rate("initial_rate", self.initial_rate)?;
-        let min = rate("min_rate", self.min_rate)?;
-        let max = rate("max_rate", self.max_rate)?;
-        if max < min {
-            return Err(ConfigError::new("max_rate", max, "min_rate ..= 1000000000"));
-        }
-        if self.target_latency.is_zero() {
-            return Err(ConfigError::new(
-                "target_latency",
-                self.target_latency,
-                "a duration > 0",
-            ));
-        }
-        let error_threshold = open_closed(
-            "error_threshold",
+    /// Checks every option and returns the validated settings a rate
+    /// limiter is built from: its [`RateLaw`], its initial rate (clamped
+    /// into the law's range), its adjustment interval and its burst.
+    ///
+    /// For limiters kept elsewhere that move their rate by the same law (a
+    /// fleet's, on a shared store): they take their options from this
+    /// builder, so every option and check of the local limiter is theirs.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first option out of its range, as
+    /// [`build`](RateLimiterBuilder::build) would.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptx::RateLimiter;
+    /// use std::time::Duration;
+    ///
+    /// let s = RateLimiter::builder().initial_rate(5000).max_rate(2000).settings()?;
+    /// assert_eq!(s.initial_rate, 2000);
+    /// assert_eq!(s.law.max_rate(), 2000);
+    /// assert_eq!(s.adjust_interval, Duration::from_secs(1));
+    /// assert_eq!(s.burst, None);
+    /// # Ok::<(), adaptx::ConfigError>(())
+    /// ```
+    pub fn settings(&self) -> Result<RateSettings, ConfigError> {
+        let initial = check_rate("initial_rate", self.initial_rate)?;
+        let law = RateLaw::mizu(
+            self.min_rate,
+            self.max_rate,
+            self.target_latency,
             self.error_threshold,
-            0.0,
-            1.0,
-            "0 < value <= 1",
         )?;
         if self.adjust_interval.is_zero() || self.adjust_interval > MAX_ADJUST_INTERVAL {
             return Err(ConfigError::new(
@@ -260,31 +264,52 @@ impl RateLimiterBuilder {
                 "1ns ..= 24h",
             ));
         }
-        let burst = self.burst.map(|b| rate("burst", b)).transpose()?;
+        let burst = self.burst.map(|b| check_rate("burst", b)).transpose()?;
         if self.key_ttl.is_zero() {
             return Err(ConfigError::new("key_ttl", self.key_ttl, "a duration > 0"));
         }
         if self.max_keys == 0 {
             return Err(ConfigError::new("max_keys", self.max_keys, "a count >= 1"));
         }
+        Ok(RateSettings {
+            law,
+            initial_rate: initial.clamp(law.min_rate(), law.max_rate()),
+            adjust_interval: self.adjust_interval,
+            burst,
+        })
+    }
 
+    /// The validated engine, and the keyed options (TTL in ns, max keys).
+    fn core(self) -> Result<(Core, (u64, usize)), ConfigError> {
+        let settings = self.settings()?;
         let clock = match self.clock {
             Some(c) => AnyClock::Custom(c),
             None => AnyClock::System(SystemClock::new()),
         };
-        let law = Law {
-            min_rate: min,
-            max_rate: max,
-            target_nanos: duration_nanos(self.target_latency),
-            error_threshold,
-        };
         let core = Core::new(
             clock,
-            initial.clamp(min, max),
-            duration_nanos(self.adjust_interval),
-            law,
-            burst,
+            settings.initial_rate,
+            duration_nanos(settings.adjust_interval),
+            settings.law,
+            settings.burst,
         );
         Ok((core, (duration_nanos(self.key_ttl), self.max_keys)))
     }
+}
+
+/// The validated settings of a rate limiter, from
+/// [`RateLimiterBuilder::settings`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct RateSettings {
+    /// The law that moves the rate once per interval.
+    pub law: RateLaw,
+    /// The rate before any adjustment, requests per second, within the
+    /// law's `[min_rate, max_rate]`.
+    pub initial_rate: u64,
+    /// How often the rate is adjusted.
+    pub adjust_interval: Duration,
+    /// The bucket capacity in tokens, or `None` for one second of the
+    /// current rate.
+    pub burst: Option<u64>,
 }

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::bucket::Bucket;
-use super::law::{Interval, Law};
+use super::law::{IntervalSummary, RateLaw};
 use super::{RateLimited, RatePermit, RateStats, lock};
 use crate::clock::AnyClock;
 
@@ -68,7 +68,7 @@ pub(crate) struct Core {
     rate: AtomicU64,
     interval_start: AtomicU64,
     interval_nanos: u64,
-    law: Law,
+    law: RateLaw,
     burst: Option<u64>,
     binding: AtomicBool,
     counters: Counters,
@@ -80,7 +80,7 @@ impl Core {
         clock: AnyClock,
         initial_rate: u64,
         interval_nanos: u64,
-        law: Law,
+        law: RateLaw,
         burst: Option<u64>,
     ) -> Self {
         let now = clock.now_nanos();
@@ -197,10 +197,10 @@ impl Core {
         let latency_sum = c.latency_sum.load(Ordering::Relaxed);
         let binding = self.binding.swap(false, Ordering::Relaxed);
         let failed = failures.wrapping_sub(mark.failures);
-        let interval = Interval {
+        let interval = IntervalSummary {
             completed: successes.wrapping_sub(mark.successes).wrapping_add(failed),
             failures: failed,
-            latency_sum: latency_sum.wrapping_sub(mark.latency_sum),
+            latency_sum_nanos: latency_sum.wrapping_sub(mark.latency_sum),
             binding,
         };
         *mark = Mark {
@@ -232,8 +232,8 @@ impl Core {
         let completed = successes.saturating_add(failures);
         RateStats {
             rate: self.rate(),
-            min_rate: self.law.min_rate,
-            max_rate: self.law.max_rate,
+            min_rate: self.law.min_rate(),
+            max_rate: self.law.max_rate(),
             admitted,
             in_flight: admitted.saturating_sub(completed.saturating_add(dropped)),
             completed,

@@ -36,7 +36,9 @@ pub struct RateLimited {
 }
 
 impl RateLimited {
-    pub(crate) fn new(retry_after: Duration, rate: u64) -> Self {
+    /// A rejection: one token is due in `retry_after` at `rate` requests
+    /// per second. For limiters built on this crate's types (a fleet's).
+    pub fn new(retry_after: Duration, rate: u64) -> Self {
         Self { retry_after, rate }
     }
 

@@ -1,34 +1,164 @@
 //! The rate control law: mizu's three rules on one interval's completions,
-//! pure (no clock, no lock, no allocation).
+//! pure (no clock, no lock, no allocation). Public, so that a limiter kept
+//! elsewhere (a fleet's, on a shared store) moves its rate by the same law.
 
-/// What one adjustment interval saw.
+use std::time::Duration;
+
+use crate::clock::duration_nanos;
+use crate::error::{ConfigError, open_closed};
+
+use super::defaults::MAX_RATE_BOUND;
+
+/// What one adjustment interval saw: the input of a [`RateLaw`].
+///
+/// Built with [`IntervalSummary::new`]; more fields may be added for later
+/// laws (the struct is `#[non_exhaustive]`).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::IntervalSummary;
+/// use std::time::Duration;
+///
+/// let iv = IntervalSummary::new(100, 5, Duration::from_millis(2_000), true);
+/// assert_eq!(iv.completed, 100);
+/// assert_eq!(iv.latency_sum_nanos, 2_000_000_000);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Interval {
+#[non_exhaustive]
+pub struct IntervalSummary {
     /// Operations that completed with an outcome (successes + failures).
-    pub(crate) completed: u64,
+    pub completed: u64,
     /// Of those, failures.
-    pub(crate) failures: u64,
+    pub failures: u64,
     /// Sum of their latencies, in nanoseconds.
-    pub(crate) latency_sum: u64,
+    pub latency_sum_nanos: u64,
     /// Whether the limit was binding: a request was rejected, or an
     /// admission left a bucket with less than one token.
-    pub(crate) binding: bool,
+    pub binding: bool,
 }
 
-/// The law's parameters, checked by the builder.
+impl IntervalSummary {
+    /// An interval of `completed` completions, `failures` of them failures,
+    /// whose latencies sum to `latency_sum` (saturating at 2⁶⁴ − 1 ns), and
+    /// whether the limit was `binding`.
+    pub fn new(completed: u64, failures: u64, latency_sum: Duration, binding: bool) -> Self {
+        Self {
+            completed,
+            failures,
+            latency_sum_nanos: duration_nanos(latency_sum),
+            binding,
+        }
+    }
+}
+
+/// The law that moves an adaptive rate once per interval, from the rate
+/// before it and an [`IntervalSummary`]: pure (no clock, no lock, no
+/// allocation), so the same law can run wherever the interval's feedback is
+/// gathered — in a [`RateLimiter`](crate::RateLimiter), or for a whole fleet
+/// on a shared store.
+///
+/// [`RateLimiterBuilder::settings`](crate::RateLimiterBuilder::settings)
+/// returns the law a builder configures; [`RateLaw::mizu`] builds one
+/// directly. New laws may be added as variants (the enum and its variants
+/// are `#[non_exhaustive]`, so they are built only by the checked
+/// constructors).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{IntervalSummary, RateLaw};
+/// use std::time::Duration;
+///
+/// let law = RateLaw::mizu(10, 1000, Duration::from_millis(100), 0.1)?;
+/// let errors = IntervalSummary::new(100, 50, Duration::from_secs(5), true);
+/// assert_eq!(law.next_rate(100, &errors), 80);
+/// let fast = IntervalSummary::new(100, 0, Duration::from_secs(2), true);
+/// assert_eq!(law.next_rate(100, &fast), 110);
+/// assert_eq!(law.next_rate(5, &IntervalSummary::default()), 10); // clamped
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Law {
-    pub(crate) min_rate: u64,
-    pub(crate) max_rate: u64,
-    pub(crate) target_nanos: u64,
-    pub(crate) error_threshold: f64,
+#[non_exhaustive]
+pub enum RateLaw {
+    /// mizu's three rules (see [`RateLaw::next_rate`] and
+    /// [`RateLimiter`](crate::RateLimiter)'s `# Algorithm`).
+    #[non_exhaustive]
+    Mizu {
+        /// The floor of the rate, requests per second.
+        min_rate: u64,
+        /// The ceiling of the rate, requests per second.
+        max_rate: u64,
+        /// The mean latency above which the rate is cut by 10 %.
+        target_latency: Duration,
+        /// The error rate above which the rate is cut by 20 %.
+        error_threshold: f64,
+    },
 }
 
-impl Law {
+impl RateLaw {
+    /// mizu's law, checked: rates within [`MAX_RATE_BOUND`], `min_rate <=
+    /// max_rate`, `target_latency > 0`, `0 < error_threshold <= 1`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first parameter out of its range, as
+    /// the builder names it.
+    pub fn mizu(
+        min_rate: u64,
+        max_rate: u64,
+        target_latency: Duration,
+        error_threshold: f64,
+    ) -> Result<Self, ConfigError> {
+        let min_rate = check_rate("min_rate", min_rate)?;
+        let max_rate = check_rate("max_rate", max_rate)?;
+        if max_rate < min_rate {
+            return Err(ConfigError::new(
+                "max_rate",
+                max_rate,
+                "min_rate ..= 1000000000",
+            ));
+        }
+        if target_latency.is_zero() {
+            return Err(ConfigError::new(
+                "target_latency",
+                target_latency,
+                "a duration > 0",
+            ));
+        }
+        let error_threshold = open_closed(
+            "error_threshold",
+            error_threshold,
+            0.0,
+            1.0,
+            "0 < value <= 1",
+        )?;
+        Ok(Self::Mizu {
+            min_rate,
+            max_rate,
+            target_latency,
+            error_threshold,
+        })
+    }
+
+    /// The floor of the rate, requests per second.
+    pub fn min_rate(&self) -> u64 {
+        match *self {
+            Self::Mizu { min_rate, .. } => min_rate,
+        }
+    }
+
+    /// The ceiling of the rate, requests per second.
+    pub fn max_rate(&self) -> u64 {
+        match *self {
+            Self::Mizu { max_rate, .. } => max_rate,
+        }
+    }
+
     /// The rate after an interval, from the rate before it.
     ///
-    /// With `n` completions, `f` failures, latency sum `Σ`, error rate
-    /// `e = f / n` and target `T`:
+    /// For [`RateLaw::Mizu`], with `n` completions, `f` failures, latency
+    /// sum `Σ`, error rate `e = f / n` and target `T`:
     ///
     /// - `n = 0`: unchanged (no evidence either way);
     /// - `e > threshold`: `floor(0.8 · rate)`;
@@ -38,26 +168,47 @@ impl Law {
     /// - otherwise unchanged;
     ///
     /// then clamped into `[min_rate, max_rate]`. The factors are exact
-    /// integer fractions, so 100 becomes exactly 80, 90 or 110.
-    pub(crate) fn next_rate(&self, rate: u64, iv: &Interval) -> u64 {
-        if iv.completed == 0 {
-            return rate;
+    /// integer fractions, so 100 becomes exactly 80, 90 or 110. A `rate`
+    /// above [`MAX_RATE_BOUND`] is first taken as that bound, so no input
+    /// overflows.
+    pub fn next_rate(&self, rate: u64, iv: &IntervalSummary) -> u64 {
+        match *self {
+            Self::Mizu {
+                min_rate,
+                max_rate,
+                target_latency,
+                error_threshold,
+            } => {
+                let rate = rate.min(MAX_RATE_BOUND);
+                if iv.completed == 0 {
+                    return rate.clamp(min_rate, max_rate);
+                }
+                // `rate` ≤ MAX_RATE_BOUND (10⁹), so `rate · 11` cannot overflow.
+                let error_rate = iv.failures as f64 / iv.completed as f64;
+                // The mean compared exactly, as a rational: Σ/n vs T.
+                let sum = u128::from(iv.latency_sum_nanos);
+                let budget = u128::from(duration_nanos(target_latency)) * u128::from(iv.completed);
+                let next = if error_rate > error_threshold {
+                    rate * 8 / 10
+                } else if sum > budget {
+                    rate * 9 / 10
+                } else if 2 * sum < budget && error_rate < error_threshold / 2.0 && iv.binding {
+                    (rate * 11).div_ceil(10)
+                } else {
+                    rate
+                };
+                next.clamp(min_rate, max_rate)
+            }
         }
-        // `rate` ≤ MAX_RATE_BOUND (10⁹), so `rate · 11` cannot overflow.
-        let error_rate = iv.failures as f64 / iv.completed as f64;
-        // The mean compared exactly, as a rational: Σ/n vs T.
-        let sum = u128::from(iv.latency_sum);
-        let budget = u128::from(self.target_nanos) * u128::from(iv.completed);
-        let next = if error_rate > self.error_threshold {
-            rate * 8 / 10
-        } else if sum > budget {
-            rate * 9 / 10
-        } else if 2 * sum < budget && error_rate < self.error_threshold / 2.0 && iv.binding {
-            (rate * 11).div_ceil(10)
-        } else {
-            rate
-        };
-        next.clamp(self.min_rate, self.max_rate)
+    }
+}
+
+/// Checks a rate (or a burst) against `1 ..= MAX_RATE_BOUND`.
+pub(crate) fn check_rate(field: &'static str, n: u64) -> Result<u64, ConfigError> {
+    if (1..=MAX_RATE_BOUND).contains(&n) {
+        Ok(n)
+    } else {
+        Err(ConfigError::new(field, n, "1 ..= 1000000000"))
     }
 }
 
@@ -67,20 +218,15 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    fn law(min: u64, max: u64) -> Law {
-        Law {
-            min_rate: min,
-            max_rate: max,
-            target_nanos: 100 * MS,
-            error_threshold: 0.1,
-        }
+    fn law(min: u64, max: u64) -> RateLaw {
+        RateLaw::mizu(min, max, Duration::from_millis(100), 0.1).expect("valid law")
     }
 
-    fn iv(failures: u64, mean: u64) -> Interval {
-        Interval {
+    fn iv(failures: u64, mean: u64) -> IntervalSummary {
+        IntervalSummary {
             completed: 100,
             failures,
-            latency_sum: 100 * mean,
+            latency_sum_nanos: 100 * mean,
             binding: true,
         }
     }
@@ -107,8 +253,8 @@ mod tests {
                 "{failures} {mean}"
             );
         }
-        let over = Interval {
-            latency_sum: 100 * 100 * MS + 100,
+        let over = IntervalSummary {
+            latency_sum_nanos: 100 * 100 * MS + 100,
             ..iv(0, 0)
         };
         assert_eq!(l.next_rate(100, &over), 90);
@@ -133,11 +279,42 @@ mod tests {
         assert_eq!(l.next_rate(9, &iv(0, MS)), 10);
         assert_eq!(l.next_rate(1, &iv(0, MS)), 2);
         assert_eq!(l.next_rate(1, &iv(100, MS)), 1);
-        assert_eq!(l.next_rate(9, &Interval::default()), 9);
-        let idle = Interval {
+        assert_eq!(l.next_rate(9, &IntervalSummary::default()), 9);
+        let idle = IntervalSummary {
             binding: false,
             ..iv(0, MS)
         };
         assert_eq!(l.next_rate(9, &idle), 9);
+    }
+}
+
+#[cfg(test)]
+mod public_tests {
+    use super::*;
+
+    /// `RateLaw::mizu` names the parameter out of range, as the builder does.
+    #[test]
+    fn rate_law_constructor_names_the_bad_parameter() {
+        let ms = Duration::from_millis(1);
+        let field = |r: Result<RateLaw, ConfigError>| r.expect_err("invalid").field();
+        assert_eq!(field(RateLaw::mizu(0, 10, ms, 0.1)), "min_rate");
+        assert_eq!(field(RateLaw::mizu(10, 5, ms, 0.1)), "max_rate");
+        assert_eq!(
+            field(RateLaw::mizu(1, 5, Duration::ZERO, 0.1)),
+            "target_latency"
+        );
+        assert_eq!(field(RateLaw::mizu(1, 5, ms, 0.0)), "error_threshold");
+        let law = RateLaw::mizu(3, 7, ms, 1.0).expect("valid");
+        assert_eq!((law.min_rate(), law.max_rate()), (3, 7));
+    }
+
+    /// A rate from elsewhere (another instance's configuration) is brought
+    /// into range, and no rate overflows.
+    #[test]
+    fn rate_law_clamps_any_input_rate() {
+        let law = RateLaw::mizu(10, 1000, Duration::from_millis(100), 0.1).expect("valid");
+        let fast = IntervalSummary::new(100, 0, Duration::from_millis(100), true);
+        assert_eq!(law.next_rate(u64::MAX, &fast), 1000);
+        assert_eq!(law.next_rate(0, &IntervalSummary::default()), 10);
     }
 }

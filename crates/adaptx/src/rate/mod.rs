@@ -8,7 +8,7 @@
 //! | file | role |
 //! |---|---|
 //! | `bucket.rs` | the token bucket, in fixed-point nano-tokens: pure, handed the time and the rate |
-//! | `law.rs` | the three adjustment rules: pure, handed one interval's summary |
+//! | `law.rs` | [`RateLaw`]: the three adjustment rules, pure, handed one interval's [`IntervalSummary`] (public, so a fleet's limiter runs the same law) |
 //! | `engine.rs` | `Core`: the atomic rate, cumulative counters, the CAS-claimed interval closer |
 //! | `limiter.rs` | [`RateLimiter`]: the engine and one bucket behind a mutex |
 //! | `keyed.rs` | [`KeyedRateLimiter`]: the engine and a sharded table of buckets |
@@ -38,10 +38,11 @@ mod limiter;
 mod permit;
 mod stats;
 
-pub use builder::RateLimiterBuilder;
+pub use builder::{RateLimiterBuilder, RateSettings};
 pub use defaults::*;
 pub use error::RateLimited;
 pub use keyed::KeyedRateLimiter;
+pub use law::{IntervalSummary, RateLaw};
 pub use limiter::RateLimiter;
 pub use permit::RatePermit;
 pub use stats::RateStats;

@@ -1,0 +1,20 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+
+mod builder;
+mod defaults;
+mod driver;
+mod error;
+mod limiter;
+mod permit;
+mod script;
+mod stats;
+#[cfg(feature = "tower")]
+mod tower;
+
+pub use builder::FleetRateLimiterBuilder;
+pub use defaults::*;
+pub use error::BuildError;
+pub use limiter::FleetRateLimiter;
+pub use permit::FleetPermit;
+pub use stats::{FleetMode, FleetStats};
