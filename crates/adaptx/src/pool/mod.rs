@@ -1116,5 +1116,8 @@ mod tests {
 #[cfg(all(test, not(adaptx_loom)))]
 mod tests_prop;
 
+#[cfg(all(test, not(adaptx_loom)))]
+mod tests_partition;
+
 #[cfg(all(test, adaptx_loom))]
 mod loom;
