@@ -44,7 +44,11 @@ fn the_shipped_scenarios_load() {
             "17-soft-ceiling",
             "18-random-failures",
             "19-unequal-clients",
-            "20-floor-drop"
+            "20-floor-drop",
+            "23-priority-surge",
+            "24-timeouts-adaptive-lifo",
+            "24-timeouts-fifo",
+            "25-partitions"
         ]
     );
     assert!(

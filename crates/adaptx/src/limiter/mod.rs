@@ -129,9 +129,11 @@ pub(crate) struct AdmissionConfig {
     /// The wait queue's per-waiter timeout, for the blocking forms.
     pub(crate) queue_timeout: Option<Duration>,
     /// How long a refused `acquire` waits before it returns.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) reject_delay: Option<Duration>,
     /// Refusals held back by the reject delay now (not an engine word:
     /// std's atomic even under loom).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) delayed: std::sync::atomic::AtomicU64,
 }
 

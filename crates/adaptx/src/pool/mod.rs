@@ -167,6 +167,7 @@ impl Waiter {
     }
 
     /// The waiter's deadline, ns on the pool's clock (`u64::MAX`: none).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn deadline(&self) -> u64 {
         self.deadline
     }
