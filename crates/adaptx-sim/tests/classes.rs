@@ -42,8 +42,10 @@ fn class_shares_must_sum_to_one() {
 
 #[test]
 fn classes_need_an_open_demand_and_known_partitions() {
-    let closed = with("[[class]]\nname = \"a\"\nshare = 1.0\n")
-        .replace("kind = \"open\"\nrate = 400.0", "kind = \"closed\"\nworkers = 10");
+    let closed = with("[[class]]\nname = \"a\"\nshare = 1.0\n").replace(
+        "kind = \"open\"\nrate = 400.0",
+        "kind = \"closed\"\nworkers = 10",
+    );
     assert_mentions(&error(&closed), &["class", "open demand"]);
     let e = error(&with(
         "[[class]]\nname = \"a\"\nshare = 1.0\npartition = \"critical\"\n",
