@@ -344,3 +344,18 @@ fn queue_blocking_acquire_honours_the_queue_timeout() {
     assert!(e.is_timeout(), "{e}");
     assert_eq!(l.waiting(), 0);
 }
+
+#[test]
+fn bounds() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<QueuePolicy>();
+    send_sync::<QueueOrder>();
+    send_sync::<Class>();
+    send_sync::<adaptx::Partitions>();
+    send_sync::<adaptx::UnknownPartition>();
+    send_sync::<adaptx::AcquireError>();
+    fn send<T: Send>(_: &T) {}
+    let l = Limiter::new();
+    send(&l.acquire_as(Class::default()));
+    send(&l.acquire_owned_as(Class::default()));
+}

@@ -31,7 +31,9 @@ use permit::Holder;
 /// the latency and outcome of completed operations. `Limiter` is a cheap
 /// handle: clones share one limiter. It is `Send + Sync`.
 ///
-/// Admission is FIFO-fair: [`acquire`](Limiter::acquire) waits in line,
+/// Admission is fair: [`acquire`](Limiter::acquire) waits in line (FIFO by
+/// default; bounded, LIFO, adaptive LIFO and priorities with
+/// [`Builder::queue`](crate::Builder::queue)),
 /// [`try_acquire`](Limiter::try_acquire) never overtakes a waiter, and
 /// [`allow`](Limiter::allow) only looks. A [`Permit`] records the outcome of
 /// the admitted operation and releases its slot; [`execute`](Limiter::execute)
@@ -353,11 +355,14 @@ impl Limiter {
         self.try_acquire_owned_as(Class::default())
     }
 
-    /// Waits for a permit, in FIFO order.
+    /// Waits for a permit, in the queue's order (FIFO by default; see
+    /// [`QueuePolicy`](crate::QueuePolicy)).
     ///
     /// # Errors
     ///
-    /// [`AcquireError`] if the limiter is closed when called or while waiting.
+    /// [`AcquireError`] if the limiter is closed when called or while
+    /// waiting, or if the queue refuses the request (full, timed out, shed);
+    /// with a reject delay, a refusal returns after the delay.
     ///
     /// # Cancel safety
     ///

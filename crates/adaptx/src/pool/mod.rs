@@ -26,14 +26,29 @@
 //!
 //! ## Waiters
 //!
-//! Waiters queue in FIFO order in a mutex-protected `VecDeque`. The
+//! Waiters queue in a mutex-protected `VecDeque`, served in the order of
+//! the queue's discipline ([`queue`]: bound, per-waiter deadline, FIFO /
+//! LIFO / adaptive LIFO, priorities, lowest priority shed first). The
 //! `WAITERS` bit is set (under the queue lock) only while the queue is
-//! non-empty, and only when `in_flight >= limit`; it is cleared under the lock
-//! when the queue empties. While it is set, every path that could free a
-//! permit (release, growth, close) takes the queue lock, so a free permit is
-//! handed to the oldest waiter instead of to a barging `try_acquire`. Hence
+//! non-empty; it is cleared under the lock when the queue empties. While it
+//! is set, every path that could free a permit (release, growth, close)
+//! takes the queue lock, so a free permit is handed to the waiter the
+//! discipline picks instead of to a barging `try_acquire`.
+//!
+//! Unpartitioned, a waiter is queued only when `in_flight >= limit`. Hence
 //! the second invariant: **`WAITERS` set ⇒ `in_flight >= limit`**, and while
 //! it is set only holders of the queue lock change the state word.
+//!
+//! Partitioned ([`partition`]), a waiter is queued when the partition rule
+//! refuses it, which may leave room for other partitions; the invariant is
+//! instead **no queued waiter is admissible while the lock is free** (each
+//! change that frees room serves the queue under the lock). The table's
+//! counts and the state word are two words: admission CASes the table (the
+//! decision) then counts the permit in the state word (undone only if the
+//! pool closed in between); release gives the table's count back first. A
+//! waiter loads the state word, then the table, and queues only if its CAS
+//! setting `WAITERS` finds the word it loaded, so a release either freed
+//! its room before the waiter looked or sees `WAITERS` and serves the queue.
 //!
 //! A permit handed to a waiter is counted in `in_flight` at the moment it is
 //! handed over; the waiter's node records the state word of the hand-over so
@@ -1088,6 +1103,78 @@ mod tests {
         assert!(p.cancel(&w));
         assert_eq!(p.in_flight(), 0);
         assert_eq!(p.available(), 1);
+    }
+
+    /// Queues `n` waiters of `class` on `p`; returns their nodes.
+    fn queue_up(
+        p: &Pool,
+        cx: &mut Context<'_>,
+        class: Class,
+        n: usize,
+    ) -> Vec<Option<Arc<Waiter>>> {
+        (0..n)
+            .map(|_| {
+                let mut node = None;
+                assert!(p.poll_acquire_as(&mut node, cx, class).is_pending());
+                node
+            })
+            .collect()
+    }
+
+    fn granted(p: &Pool, cx: &mut Context<'_>, nodes: &mut [Option<Arc<Waiter>>]) -> Vec<usize> {
+        (0..nodes.len())
+            .filter(|&i| {
+                nodes[i].is_some()
+                    && matches!(p.poll_acquire(&mut nodes[i], cx), Poll::Ready(Ok(_)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn queue_growth_grants_waiters_at_once_and_a_shrink_grants_none() {
+        // Spec §6: limit 4 → 5 with 3 waiters: one granted at once; 4 → 3
+        // then one release: no grant (debt).
+        let p = Pool::with(
+            4,
+            QueuePolicy::new()
+                .max_waiters(10)
+                .discipline()
+                .expect("valid"),
+            None,
+            None,
+        );
+        let waker = Waker::from(std::sync::Arc::new(CountWaker::default()));
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..4 {
+            p.try_acquire().expect("free");
+        }
+        let mut nodes = queue_up(&p, &mut cx, Class::default(), 3);
+        p.set_limit(5);
+        assert_eq!(granted(&p, &mut cx, &mut nodes), [0]);
+        p.set_limit(3);
+        p.release();
+        assert!(granted(&p, &mut cx, &mut nodes).is_empty());
+        assert_eq!((p.in_flight(), p.debt()), (4, 1));
+        invariant(&p);
+    }
+
+    #[test]
+    fn queue_priority_order_then_arrival_order_within_a_priority() {
+        let p = Pool::new(1);
+        let waker = Waker::from(std::sync::Arc::new(CountWaker::default()));
+        let mut cx = Context::from_waker(&waker);
+        p.try_acquire().expect("free");
+        let prio = |n| Class::default().with_priority(n);
+        let mut nodes = Vec::new();
+        for n in [0, 5, 0, 9] {
+            nodes.extend(queue_up(&p, &mut cx, prio(n), 1));
+        }
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            p.release();
+            order.extend(granted(&p, &mut cx, &mut nodes));
+        }
+        assert_eq!(order, [3, 1, 0, 2]);
     }
 
     #[test]
