@@ -59,6 +59,7 @@ impl<'a> Acquire<'a> {
     }
 
     /// Polls the pool, and the queue deadline's timer while queued.
+    #[inline]
     fn poll_pool(&mut self, cx: &mut Context<'_>) -> Poll<Result<Admission, Refused>> {
         let Some(holder) = self.holder.as_ref() else {
             panic!("`Acquire` polled after completion");

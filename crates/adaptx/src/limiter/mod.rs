@@ -168,7 +168,7 @@ impl Inner {
         self.hot.window.epoch()
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_admit(&self, slot: u8) -> Result<Admission, TryFail> {
         let r = self.hot.pool.try_acquire_as(slot);
         if r.is_err() {
@@ -519,7 +519,7 @@ impl Limiter {
     /// # Errors
     ///
     /// As [`try_acquire`](Limiter::try_acquire).
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_as(&self, class: Class) -> Result<Permit<'_>, TryAcquireError> {
         let inner = &*self.inner;
         match inner.try_admit(class.slot) {

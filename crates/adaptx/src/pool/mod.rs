@@ -419,7 +419,7 @@ impl Pool {
 
     /// Takes a permit for partition `slot` (ignored without partitions) if
     /// one is free and nobody queued is owed it.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_acquire_as(&self, slot: u8) -> Result<Admission, TryFail> {
         if let Some(t) = self.parts.as_deref() {
             return self.try_acquire_part(t, slot);
@@ -455,7 +455,7 @@ impl Pool {
     /// count in the state word. With waiters queued it runs under the queue
     /// lock (the waiters are all refused by the rule then, so the rule alone
     /// decides; see the module documentation).
-    #[inline]
+    #[inline(never)]
     fn try_acquire_part(&self, t: &Table, slot: u8) -> Result<Admission, TryFail> {
         let s = self.state.load(Ordering::Acquire);
         if s & CLOSED != 0 {
@@ -499,7 +499,7 @@ impl Pool {
     /// Returns one permit of partition `slot`: to the next waiter if there is
     /// one and no debt, otherwise to the pool (or retires it while there is
     /// debt).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn release_from(&self, slot: u8) {
         if let Some(t) = self.parts.as_deref() {
             return self.release_part(t, slot);
@@ -572,7 +572,7 @@ impl Pool {
     /// the table (both under the lock, in that order), and only if its CAS
     /// setting `WAITERS` finds the word it loaded: so either it saw this
     /// release's table count, or this release's state CAS sees `WAITERS`.
-    #[inline]
+    #[inline(never)]
     fn release_part(&self, t: &Table, slot: u8) {
         let s = self.state.load(Ordering::Acquire);
         if s & WAITERS != 0 {
