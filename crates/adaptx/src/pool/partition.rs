@@ -213,6 +213,8 @@ impl Partitions {
 /// partition's name; [`Class::default`] is the `"default"` partition at
 /// priority 0. Higher priorities are served first from the wait queue, and
 /// the lowest priority is shed first when the queue is full.
+/// A class made by another limiter, whose partition this one does not have,
+/// counts against `"default"`.
 ///
 /// # Examples
 ///
@@ -349,9 +351,17 @@ impl Table {
         }
     }
 
+    /// The partition of slot `i`: a slot this table does not have (a
+    /// [`Class`] made by another limiter) counts as `default`'s, the same on
+    /// admission and on release.
+    #[inline]
+    fn index(&self, i: usize) -> usize {
+        if i < self.rule.count { i } else { 0 }
+    }
+
     /// Permits held by partition `j`.
     pub(crate) fn used(&self, j: usize) -> usize {
-        field(self.used.load(Ordering::Acquire), j) as usize
+        field(self.used.load(Ordering::Acquire), self.index(j)) as usize
     }
 
     /// Reservations for limit `l` from now on. Called under the queue lock
@@ -362,6 +372,7 @@ impl Table {
 
     /// Whether partition `i` would be admitted now under limit `l`.
     pub(crate) fn admissible(&self, i: usize, l: usize) -> bool {
+        let i = self.index(i);
         self.rule.admits(
             self.used.load(Ordering::Acquire),
             self.reserve.load(Ordering::Acquire),
@@ -374,6 +385,7 @@ impl Table {
     /// it: one CAS on the packed counts.
     #[inline]
     pub(crate) fn try_take(&self, i: usize, l: usize) -> bool {
+        let i = self.index(i);
         let reserve = self.reserve.load(Ordering::Acquire);
         let mut used = self.used.load(Ordering::Acquire);
         loop {
@@ -395,6 +407,7 @@ impl Table {
     /// Returns a permit of partition `i`.
     #[inline]
     pub(crate) fn give(&self, i: usize) {
+        let i = self.index(i);
         let prev = self.used.fetch_sub(unit(i), Ordering::AcqRel);
         debug_assert!(field(prev, i) > 0, "partition release without a permit");
     }
@@ -502,6 +515,17 @@ mod tests {
         assert_eq!(four.table(100).unwrap_err().field(), "partitions");
         let e = Partitions::new().share("a", 0.5).table(70_000).unwrap_err();
         assert_eq!(e.field(), "max_limit");
+    }
+
+    #[test]
+    fn partition_foreign_slot_counts_as_default_on_admission_and_release() {
+        let t = table(&[("critical", 0.7)], 0.0, 2);
+        assert!(t.try_take(200, 2));
+        assert_eq!(t.used(0), 1);
+        assert!(t.try_take(1, 2));
+        assert!(!t.try_take(3, 2), "the limit holds for a foreign slot");
+        t.give(200);
+        assert_eq!((t.used(0), t.used(1)), (0, 1));
     }
 
     #[test]
