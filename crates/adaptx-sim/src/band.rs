@@ -58,7 +58,7 @@ pub struct Refs<'a> {
 /// time-to; a missing oracle is NaN).
 pub fn metric(run: &Run, band: &BandSpec, refs: &Refs<'_>) -> f64 {
     let secs = |d: Option<crate::time::Nanos>| d.map_or(0, |d| d.0);
-    let series = run.series(band.client);
+    let series = series_of(run, band);
     match band.metric {
         m @ (Metric::Goodput
         | Metric::MeanLimit
@@ -114,6 +114,15 @@ pub fn metric(run: &Run, band: &BandSpec, refs: &Refs<'_>) -> f64 {
             };
             pick / fair
         }
+        Metric::SuccessFraction => measure::success_fraction(interval(run, band)),
+        Metric::GoodputShare => {
+            let total = BandSpec {
+                client: None,
+                class: None,
+                ..band.clone()
+            };
+            goodput(interval(run, band)) as f64 / goodput(interval(run, &total)) as f64
+        }
         Metric::InvariantViolations => run.seconds.iter().map(|s| s.violations).sum::<u64>() as f64,
         Metric::WorstGoodput => {
             let k = window(band);
@@ -151,7 +160,15 @@ fn interval<'r>(run: &'r Run, band: &BandSpec) -> &'r [Second] {
         None => run.steady_from as u64 * SECOND,
     };
     let to = band.to.map_or(u64::MAX, |d| d.0);
-    between(run.series(band.client), from, to)
+    between(series_of(run, band), from, to)
+}
+
+/// The band's series: a class's, a client's or the totals.
+fn series_of<'r>(run: &'r Run, band: &BandSpec) -> &'r [Second] {
+    match band.class {
+        Some(k) => run.classes.get(k).map_or(&[], Vec::as_slice),
+        None => run.series(band.client),
+    }
 }
 
 /// The whole seconds of `series` that overlap `[from, to)`.

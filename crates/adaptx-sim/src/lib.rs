@@ -76,6 +76,7 @@
 mod backend;
 pub mod band;
 pub mod bounds;
+pub mod class;
 mod demand;
 mod measure;
 pub mod peers;

@@ -130,6 +130,15 @@ impl Latencies {
     }
 }
 
+/// Successes over `seconds` as a fraction of the arrivals (open demand) or,
+/// without arrivals, of the requests sent; NaN with neither.
+pub(crate) fn success_fraction(seconds: &[Second]) -> f64 {
+    let good: u64 = seconds.iter().map(|s| s.goodput).sum();
+    let arrivals: u64 = seconds.iter().map(|s| s.arrivals).sum();
+    let sent: u64 = seconds.iter().map(|s| s.sent).sum();
+    good as f64 / if arrivals > 0 { arrivals } else { sent } as f64
+}
+
 /// The `q` quantile (lower nearest rank) of the latencies of every success
 /// in `seconds`, ns; `None` if there are none.
 pub(crate) fn quantile(seconds: &[Second], q: f64) -> Option<u64> {
@@ -196,6 +205,9 @@ pub struct Run {
     pub seconds: Vec<Second>,
     /// Each client's seconds.
     pub clients: Vec<Vec<Second>>,
+    /// Each request class's seconds (`[[class]]`), summed over clients;
+    /// their capacity is the total's, and they carry their latencies.
+    pub classes: Vec<Vec<Second>>,
     /// Index of the first steady second.
     pub steady_from: usize,
     /// Median latency of the steady successes, ns.

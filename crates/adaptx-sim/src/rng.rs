@@ -43,6 +43,8 @@ pub(crate) mod streams {
     pub(crate) const FAILURE: u64 = 3;
     /// Arrivals of client `i` are stream `ARRIVALS + i`.
     pub(crate) const ARRIVALS: u64 = 1_000;
+    /// The class of each open arrival.
+    pub(crate) const CLASS: u64 = 4;
     /// The jitter RNG of client `i`'s limiter is seeded from `LIMITER + i`.
     pub(crate) const LIMITER: u64 = 2_000;
 }

@@ -35,6 +35,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::class::{ClassSpec, PartitionSpec, QueueSpec};
+
 use crate::bounds::{
     self, MAX_BAND_BOUND, MAX_BANDS, MAX_CLIENTS, MAX_CONCURRENCY, MAX_FILE_BYTES, MAX_FRACTION,
     MAX_JITTER, MAX_LATENCY, MAX_LIMIT, MAX_NAME_CHARS, MAX_RATE, MAX_REFERENCE_BYTES,
@@ -81,6 +83,10 @@ pub struct Scenario {
     /// client i (see [`ClientSpec`]).
     #[serde(default, rename = "client")]
     pub clients: Vec<ClientSpec>,
+    /// Request classes, written `[[class]]` (see [`ClassSpec`]): open
+    /// demand only.
+    #[serde(default, rename = "class")]
+    pub classes: Vec<ClassSpec>,
     /// Pass bands, written `[[band]]`.
     #[serde(default, rename = "band")]
     pub bands: Vec<BandSpec>,
@@ -271,6 +277,18 @@ pub struct LimiterSpec {
     pub smoothing: Option<f64>,
     /// `Builder::jitter`.
     pub jitter: Option<f64>,
+    /// `Builder::queue`: open arrivals wait in the limiter's queue instead
+    /// of being shed (see [`QueueSpec`]).
+    pub queue: Option<QueueSpec>,
+    /// `Builder::partitions`: named shares of the limit.
+    pub partitions: Option<Vec<PartitionSpec>>,
+    /// `Partitions::reserve` (with `partitions`).
+    pub reserve: Option<f64>,
+    /// The limiter sits at the server: a request whose client timed out
+    /// keeps its permit until the backend has done its work (a server does
+    /// not see its client leave). Default false: the client's limiter
+    /// releases at the timeout.
+    pub server_side: Option<bool>,
 }
 
 /// A control law: one of adaptx's three, or a peer re-implementation (see
@@ -480,6 +498,13 @@ pub enum Metric {
     /// As `goodput_vs_oracle`, against the best fixed limit whose steady
     /// overload fraction is ≤ [`crate::suite::ORACLE_OVERLOAD_CAP`].
     GoodputVsCappedOracle,
+    /// Successes over the interval (default steady) as a fraction of the
+    /// arrivals (open demand) or of the requests sent (closed).
+    SuccessFraction,
+    /// The series' goodput over the interval (default steady) as a fraction
+    /// of the total goodput over it (with `class`: the class's share of the
+    /// goodput).
+    GoodputShare,
 }
 
 /// A band parameter: which field of [`BandSpec`] a metric reads.
@@ -495,11 +520,12 @@ enum Param {
     Reference,
     Window,
     Client,
+    Class,
     Holds,
 }
 
 impl Param {
-    const ALL: [Param; 11] = [
+    const ALL: [Param; 12] = [
         Param::After,
         Param::From,
         Param::To,
@@ -510,6 +536,7 @@ impl Param {
         Param::Reference,
         Param::Window,
         Param::Client,
+        Param::Class,
         Param::Holds,
     ];
 
@@ -525,6 +552,7 @@ impl Param {
             Param::Reference => "reference",
             Param::Window => "window",
             Param::Client => "client",
+            Param::Class => "class",
             Param::Holds => "holds",
         }
     }
@@ -566,6 +594,8 @@ impl Metric {
             Metric::TimeUntil => "time_until",
             Metric::GoodputVsOracle => "goodput_vs_oracle",
             Metric::GoodputVsCappedOracle => "goodput_vs_capped_oracle",
+            Metric::SuccessFraction => "success_fraction",
+            Metric::GoodputShare => "goodput_share",
         }
     }
 
@@ -593,10 +623,10 @@ impl Metric {
             | Metric::OverloadFraction
             | Metric::ShedFraction
             | Metric::GoodputVsOracle
-            | Metric::GoodputVsCappedOracle => (&[], &[From, To, Client]),
-            Metric::P50Ms | Metric::P99Ms | Metric::ClientShareMin | Metric::ClientShareMax => {
-                (&[], &[From, To])
-            }
+            | Metric::GoodputVsCappedOracle => (&[], &[From, To, Client, Class]),
+            Metric::SuccessFraction | Metric::GoodputShare => (&[], &[From, To, Client, Class]),
+            Metric::P50Ms | Metric::P99Ms => (&[], &[From, To, Class]),
+            Metric::ClientShareMin | Metric::ClientShareMax => (&[], &[From, To]),
             Metric::WorstGoodput => (&[Window], &[From, To, Client]),
             Metric::TimeUntil => (&[After, Holds], &[Window, Client]),
             Metric::TimeToLimitAtMost | Metric::TimeToLimitAtLeast => {
@@ -700,6 +730,9 @@ pub struct BandSpec {
     pub window: Option<Nanos>,
     /// Measure this client's series (0-based) instead of the totals.
     pub client: Option<usize>,
+    /// Measure this request class's series (0-based, `[[class]]` order)
+    /// instead of the totals.
+    pub class: Option<usize>,
     /// What `time_until` waits for.
     pub holds: Option<Holds>,
     /// Where the band comes from, for the report.
@@ -720,6 +753,7 @@ impl BandSpec {
             Param::Reference => self.reference.is_some(),
             Param::Window => self.window.is_some(),
             Param::Client => self.client.is_some(),
+            Param::Class => self.class.is_some(),
             Param::Holds => self.holds.is_some(),
         }
     }
@@ -740,6 +774,7 @@ impl BandSpec {
                 Param::Reference => self.reference.clone(),
                 Param::Window => self.window.map(|d| d.to_string()),
                 Param::Client => self.client.map(|c| c.to_string()),
+                Param::Class => self.class.map(|c| c.to_string()),
                 Param::Holds => self.holds.map(|h| h.to_string()),
             };
             if let Some(v) = v {
@@ -918,6 +953,7 @@ impl Scenario {
         crate::demand::validate(self)?;
         self.validate_limiter()?;
         self.validate_rate_limiter()?;
+        crate::class::validate(self)?;
         if self.bands.len() > MAX_BANDS {
             return Err(format!(
                 "band: {} bands: expected at most {MAX_BANDS}",
@@ -1143,6 +1179,17 @@ impl Scenario {
                 ));
             }
         }
+        if let Some(k) = b.class {
+            if k >= self.classes.len() {
+                return Err(format!(
+                    "{at}.class: {k}: expected a class index below {} (the [[class]] entries)",
+                    self.classes.len()
+                ));
+            }
+            if b.client.is_some() {
+                return Err(format!("{at}.class: not with `client`"));
+            }
+        }
         if let Some(w) = b.window {
             let measured = match b.metric {
                 Metric::TimeUntil => {
@@ -1299,6 +1346,12 @@ fn validate_limiter_spec(at: &str, l: &LimiterSpec) -> Result<(), String> {
         }
         _ => {}
     }
+    if let Some(q) = &l.queue {
+        q.policy().map_err(|e| format!("{at}.queue.{e}"))?;
+    }
+    if l.reserve.is_some() && l.partitions.is_none() {
+        return Err(format!("{at}.reserve: only with partitions"));
+    }
     // The remaining options: adaptx's builder knows their ranges. Its error
     // names the option, the value and the range; keep all three.
     crate::sim::limiter_builder(l, None, 0, adaptx::ManualClock::new())
@@ -1362,6 +1415,10 @@ impl LimiterSpec {
             utilization: over.utilization.or(self.utilization),
             smoothing: over.smoothing.or(self.smoothing),
             jitter: over.jitter.or(self.jitter),
+            queue: over.queue.or(self.queue),
+            partitions: over.partitions.clone().or_else(|| self.partitions.clone()),
+            reserve: over.reserve.or(self.reserve),
+            server_side: over.server_side.or(self.server_side),
         }
     }
 
@@ -1382,6 +1439,10 @@ impl LimiterSpec {
             utilization,
             smoothing,
             jitter,
+            queue,
+            partitions,
+            reserve,
+            server_side,
         } = self;
         initial_limit.is_some()
             || min_limit.is_some()
@@ -1397,6 +1458,10 @@ impl LimiterSpec {
             || utilization.is_some()
             || smoothing.is_some()
             || jitter.is_some()
+            || queue.is_some()
+            || partitions.is_some()
+            || reserve.is_some()
+            || server_side.is_some()
     }
 }
 

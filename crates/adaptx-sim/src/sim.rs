@@ -42,7 +42,14 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use std::sync::Arc;
 
-use adaptx::{Builder, Limiter, ManualClock, Outcome, OwnedPermit, RatePermit};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll, Wake, Waker};
+
+use adaptx::{
+    Acquire, AcquireError, Builder, Class, Limiter, ManualClock, Outcome, OwnedPermit, RatePermit,
+};
 
 use crate::backend::{Backend, Offer};
 use crate::demand::ClientDemand;
@@ -61,6 +68,12 @@ pub(crate) fn limiter_builder(
     clock: ManualClock,
 ) -> Builder {
     let mut b = Limiter::builder().clock(clock).seed(seed);
+    b = crate::class::configure(
+        b,
+        spec.queue.as_ref(),
+        spec.partitions.as_deref(),
+        spec.reserve,
+    );
     if let Some(w) = spec.sample_window {
         b = b.sample_window(std::time::Duration::from_nanos(w.0));
     }
@@ -255,6 +268,11 @@ struct Req {
     overload_error: bool,
     /// The backend holds it, or its overload-error answer is pending.
     backend_holds: bool,
+    /// Its class, if the scenario has classes.
+    class: Option<usize>,
+    /// A server-side permit kept after the client timed out, until the
+    /// backend is done.
+    lingering: Option<Held>,
 }
 
 /// An event of the event heap: (time, rank, sequence, kind). Rank orders
@@ -269,6 +287,12 @@ enum EvKind {
     Think(u32),
     /// A rate-limited worker of this client tries again.
     Retry(u32),
+    /// A queued arrival (waiting slot, generation) reaches a deadline.
+    Expire(u32, u32),
+    /// The client timeout of request (slot, generation) sent after a wait
+    /// in the limiter's queue (its deadline is out of the per-client FIFO's
+    /// order).
+    Timeout(u32, u32),
 }
 
 struct Client {
@@ -297,6 +321,8 @@ struct Client {
     last_limit: usize,
     cur: Second,
     series: Vec<Second>,
+    /// The limiter class of each scenario class.
+    class_of: Vec<Class>,
 }
 
 impl Client {
@@ -393,6 +419,50 @@ struct Engine<'a> {
     done: Vec<u32>,
     decreases: u64,
     rotate: usize,
+    classes: Vec<ClassSeries>,
+    class_rng: fastrand::Rng,
+    /// Open arrivals waiting in a limiter's queue, by slot.
+    queued: Vec<Option<Queued>>,
+    queued_free: Vec<u32>,
+    queued_generation: u32,
+    /// Slots whose waiter was woken, to poll.
+    woken: Arc<Mutex<Vec<u32>>>,
+}
+
+/// One class's measures.
+struct ClassSeries {
+    cur: Second,
+    series: Vec<Second>,
+    hist: Hist,
+}
+
+/// An open arrival waiting for a permit in its client's limiter queue.
+struct Queued {
+    acquire: Pin<Box<Acquire<'static>>>,
+    waker: Waker,
+    client: usize,
+    class: Option<usize>,
+    arrived: u64,
+    generation: u32,
+}
+
+/// Wakes a queued arrival: notes its slot for the engine to poll.
+struct SlotWaker {
+    slot: u32,
+    woken: Arc<Mutex<Vec<u32>>>,
+}
+
+impl Wake for SlotWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(self.slot);
+    }
 }
 
 /// Client `i`'s admission under `policy`, and its `[min, max]` limit.
@@ -486,7 +556,21 @@ impl<'a> Engine<'a> {
                     last_limit: l,
                     cur: fresh(l as u64, 0),
                     series: Vec::with_capacity((sc.duration.0 / SECOND) as usize),
+                    class_of: Vec::new(),
                 };
+                if let Admission::Limit(lim) = &c.admission {
+                    c.class_of = sc
+                        .classes
+                        .iter()
+                        .map(|k| {
+                            let name = k.partition.as_deref().unwrap_or(adaptx::DEFAULT_PARTITION);
+                            // Validation checked the name against the partitions.
+                            lim.class(name)
+                                .unwrap_or_default()
+                                .with_priority(k.priority)
+                        })
+                        .collect();
+                }
                 match d.kind {
                     DemandKind::Closed => {
                         c.demand_next = c
@@ -524,6 +608,20 @@ impl<'a> Engine<'a> {
             done: Vec::new(),
             decreases: 0,
             rotate: 0,
+            classes: sc
+                .classes
+                .iter()
+                .map(|_| ClassSeries {
+                    cur: Second::default(),
+                    series: Vec::with_capacity((sc.duration.0 / SECOND) as usize),
+                    hist: Hist::new(),
+                })
+                .collect(),
+            class_rng: rng::stream(seed, streams::CLASS),
+            queued: Vec::new(),
+            queued_free: Vec::new(),
+            queued_generation: 0,
+            woken: Arc::default(),
         }
     }
 
@@ -553,6 +651,7 @@ impl<'a> Engine<'a> {
             limit_bounds: bounds,
             seconds: self.seconds,
             clients: self.clients.into_iter().map(|c| c.series).collect(),
+            classes: self.classes.into_iter().map(|c| c.series).collect(),
         }
     }
 
@@ -597,8 +696,11 @@ impl<'a> Engine<'a> {
                 break;
             }
             self.events.pop();
-            if let EvKind::Reply(slot, generation) = kind {
-                self.rejected(slot, generation, t);
+            match kind {
+                EvKind::Reply(slot, generation) => self.rejected(slot, generation, t),
+                EvKind::Expire(slot, generation) => self.expire(slot, generation, t),
+                EvKind::Timeout(slot, generation) => self.timed_out(slot, generation, t),
+                _ => {}
             }
         }
         for i in 0..self.clients.len() {
@@ -610,6 +712,7 @@ impl<'a> Engine<'a> {
                 self.timed_out(slot, generation, t);
             }
         }
+        self.poll_woken(t);
         // 2. The measurement second that ends now.
         if t == self.next_tick {
             self.close_second(t);
@@ -651,10 +754,7 @@ impl<'a> Engine<'a> {
                 let c = &mut self.clients[i];
                 c.cur.arrivals += 1;
                 c.next_arrival = c.arrival_after(t);
-                match self.admit(i) {
-                    Ok(p) => self.send(i, p, t),
-                    Err(_) => self.clients[i].cur.shed += 1,
-                }
+                self.arrive(i, t);
             }
         }
         while let Some(&Reverse((at, 1, _, kind))) = self.events.peek() {
@@ -686,8 +786,159 @@ impl<'a> Engine<'a> {
                     break;
                 };
                 self.clients[i].waiting -= 1;
-                self.send(i, Held::Limit(p), t);
+                self.send(i, Held::Limit(p), t, t, None);
             }
+        }
+        self.poll_woken(t);
+    }
+
+    /// An open arrival of client `i` at `t`: its class, then a permit, a
+    /// place in the limiter's queue, or shed.
+    fn arrive(&mut self, i: usize, t: u64) {
+        let class = if self.sc.classes.is_empty() {
+            None
+        } else {
+            Some(crate::class::pick(
+                &self.sc.classes,
+                t,
+                self.class_rng.f64(),
+            ))
+        };
+        if let Some(k) = class {
+            self.classes[k].cur.arrivals += 1;
+        }
+        let Admission::Limit(l) = &self.clients[i].admission else {
+            match self.admit(i) {
+                Ok(p) => self.send(i, p, t, t, None),
+                Err(_) => self.clients[i].cur.shed += 1,
+            }
+            return;
+        };
+        let cls = class.map_or(Class::default(), |k| self.clients[i].class_of[k]);
+        let queue = self.sc.client_limiter(i as u32).queue;
+        let Some(queue) = queue else {
+            match l.try_acquire_owned_as(cls) {
+                Ok(p) => self.send(i, Held::Limit(p), t, t, class),
+                Err(_) => self.shed(i, class),
+            }
+            return;
+        };
+        let slot = match self.queued_free.pop() {
+            Some(s) => s,
+            None => {
+                self.queued.push(None);
+                (self.queued.len() - 1) as u32
+            }
+        };
+        self.queued_generation = self.queued_generation.wrapping_add(1);
+        let waker = Waker::from(Arc::new(SlotWaker {
+            slot,
+            woken: self.woken.clone(),
+        }));
+        self.queued[slot as usize] = Some(Queued {
+            acquire: Box::pin(l.acquire_owned_as(cls)),
+            waker,
+            client: i,
+            class,
+            arrived: t,
+            generation: self.queued_generation,
+        });
+        if self.poll_queued(slot, t) {
+            let generation = self.queued_generation;
+            let mut deadlines = vec![t.saturating_add(self.sc.demand.timeout.0)];
+            if let Some(q) = queue.timeout {
+                deadlines.push(t.saturating_add(q.0));
+            }
+            for at in deadlines {
+                self.seq += 1;
+                self.events
+                    .push(Reverse((at, 0, self.seq, EvKind::Expire(slot, generation))));
+            }
+        }
+    }
+
+    /// Polls queued arrival `slot`; returns whether it still waits.
+    fn poll_queued(&mut self, slot: u32, t: u64) -> bool {
+        let Some(q) = self.queued[slot as usize].as_mut() else {
+            return false;
+        };
+        let waker = q.waker.clone();
+        let r = q.acquire.as_mut().poll(&mut Context::from_waker(&waker));
+        let Poll::Ready(r) = r else {
+            return true;
+        };
+        let Some(q) = self.queued[slot as usize].take() else {
+            return false;
+        };
+        self.queued_free.push(slot);
+        match r {
+            Ok(p) => self.send(q.client, Held::Limit(p), t, q.arrived, q.class),
+            Err(e) => self.refused(q.client, q.class, &e),
+        }
+        false
+    }
+
+    /// Polls every queued arrival whose waiter was woken.
+    fn poll_woken(&mut self, t: u64) {
+        loop {
+            let slots = std::mem::take(
+                &mut *self
+                    .woken
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            if slots.is_empty() {
+                return;
+            }
+            for slot in slots {
+                self.poll_queued(slot, t);
+            }
+        }
+    }
+
+    /// A deadline of queued arrival `slot`: the limiter's queue timeout (a
+    /// poll resolves it) or the client's (it gives up).
+    fn expire(&mut self, slot: u32, generation: u32, t: u64) {
+        let matches = self.queued[slot as usize]
+            .as_ref()
+            .is_some_and(|q| q.generation == generation);
+        if !matches || !self.poll_queued(slot, t) {
+            return;
+        }
+        let Some(q) = self.queued[slot as usize].as_ref() else {
+            return;
+        };
+        if t >= q.arrived.saturating_add(self.sc.demand.timeout.0) {
+            let Some(q) = self.queued[slot as usize].take() else {
+                return;
+            };
+            self.queued_free.push(slot);
+            // Dropping the wait gives up the place in line.
+            drop(q.acquire);
+            self.clients[q.client].cur.timeouts += 1;
+            if let Some(k) = q.class {
+                self.classes[k].cur.timeouts += 1;
+            }
+        }
+    }
+
+    /// An arrival refused by the limiter's queue: a queue timeout is a
+    /// timeout, anything else shed.
+    fn refused(&mut self, i: usize, class: Option<usize>, e: &AcquireError) {
+        if e.is_timeout() {
+            self.clients[i].cur.timeouts += 1;
+            if let Some(k) = class {
+                self.classes[k].cur.timeouts += 1;
+            }
+        } else {
+            self.shed(i, class);
+        }
+    }
+
+    fn shed(&mut self, i: usize, class: Option<usize>) {
+        self.clients[i].cur.shed += 1;
+        if let Some(k) = class {
+            self.classes[k].cur.shed += 1;
         }
     }
 
@@ -710,7 +961,7 @@ impl<'a> Engine<'a> {
             self.clients[i].waiting -= 1;
             self.clients[i].cur.arrivals += 1;
             match self.admit(i) {
-                Ok(p) => self.send(i, p, t),
+                Ok(p) => self.send(i, p, t, t, None),
                 Err(wait) => {
                     self.clients[i].cur.shed += 1;
                     self.seq += 1;
@@ -722,7 +973,13 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn send(&mut self, i: usize, permit: Held, t: u64) {
+    /// Sends a request of client `i` (and `class`) at `t`, which arrived at
+    /// `start` (earlier when it waited in the limiter's queue): its latency
+    /// and its client timeout run from `start`.
+    fn send(&mut self, i: usize, permit: Held, t: u64, start: u64, class: Option<usize>) {
+        if let Some(k) = class {
+            self.classes[k].cur.sent += 1;
+        }
         let c = &mut self.clients[i];
         c.account(t);
         c.in_flight += 1;
@@ -731,7 +988,7 @@ impl<'a> Engine<'a> {
         if matches!(c.admission, Admission::Limit(_)) && c.in_flight > c.max_limit as u64 {
             c.cur.violations += 1;
         }
-        let deadline = t.saturating_add(self.sc.demand.timeout.0);
+        let deadline = start.saturating_add(self.sc.demand.timeout.0);
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -743,6 +1000,8 @@ impl<'a> Engine<'a> {
                     client_error: false,
                     overload_error: false,
                     backend_holds: false,
+                    class: None,
+                    lingering: None,
                 });
                 (self.reqs.len() - 1) as u32
             }
@@ -772,7 +1031,8 @@ impl<'a> Engine<'a> {
         let r = &mut self.reqs[slot as usize];
         r.permit = Some(permit);
         r.client = i as u32;
-        r.start = t;
+        r.start = start;
+        r.class = class;
         r.generation = r.generation.wrapping_add(1);
         r.client_error = client_error;
         r.overload_error = overload_error;
@@ -784,9 +1044,19 @@ impl<'a> Engine<'a> {
             self.events
                 .push(Reverse((at, 0, self.seq, EvKind::Reply(slot, generation))));
         }
-        self.clients[i]
-            .timeouts
-            .push_back((deadline, slot, generation));
+        if start == t {
+            self.clients[i]
+                .timeouts
+                .push_back((deadline, slot, generation));
+        } else {
+            self.seq += 1;
+            self.events.push(Reverse((
+                deadline,
+                0,
+                self.seq,
+                EvKind::Timeout(slot, generation),
+            )));
+        }
     }
 
     /// The client side of a request ends with `outcome` at `t`.
@@ -823,12 +1093,21 @@ impl<'a> Engine<'a> {
     fn departed(&mut self, slot: u32, t: u64) {
         let r = &mut self.reqs[slot as usize];
         r.backend_holds = false;
+        if let Some(p) = r.lingering.take() {
+            // The server finished work whose client had left: it saw a
+            // success.
+            p.record(Outcome::Success);
+        }
         if r.permit.is_some() {
             let latency = t - r.start;
             let client_error = r.client_error;
+            let class = r.class;
             if r.overload_error {
                 let i = self.finish(slot, t, Outcome::Failure);
                 self.clients[i].cur.rejects += 1;
+                if let Some(k) = class {
+                    self.classes[k].cur.rejects += 1;
+                }
                 self.release_slot(slot);
                 return;
             }
@@ -838,11 +1117,18 @@ impl<'a> Engine<'a> {
             let c = &mut self.clients[i];
             if client_error {
                 c.cur.client_errors += 1;
+                if let Some(k) = class {
+                    self.classes[k].cur.client_errors += 1;
+                }
             } else {
                 c.cur.goodput += 1;
                 self.hist.record(latency);
                 if t > self.steady_from {
                     self.steady_hist.record(latency);
+                }
+                if let Some(k) = class {
+                    self.classes[k].cur.goodput += 1;
+                    self.classes[k].hist.record(latency);
                 }
             }
         }
@@ -855,20 +1141,32 @@ impl<'a> Engine<'a> {
             return;
         }
         r.backend_holds = false;
+        let class = r.class;
         if r.permit.is_some() {
             let i = self.finish(slot, t, Outcome::Failure);
             self.clients[i].cur.rejects += 1;
+            if let Some(k) = class {
+                self.classes[k].cur.rejects += 1;
+            }
         }
         self.release_slot(slot);
     }
 
     fn timed_out(&mut self, slot: u32, generation: u32, t: u64) {
-        let r = &self.reqs[slot as usize];
+        let server_side = self.sc.limiter.server_side.unwrap_or(false);
+        let r = &mut self.reqs[slot as usize];
         if r.generation != generation || r.permit.is_none() {
             return;
         }
+        if server_side && r.backend_holds {
+            r.lingering = r.permit.take();
+        }
+        let class = r.class;
         let i = self.finish(slot, t, Outcome::Failure);
         self.clients[i].cur.timeouts += 1;
+        if let Some(k) = class {
+            self.classes[k].cur.timeouts += 1;
+        }
         self.release_slot(slot);
     }
 
@@ -911,6 +1209,15 @@ impl<'a> Engine<'a> {
         }
         if !total.in_flight.is_finite() {
             total.violations += 1;
+        }
+        for k in &mut self.classes {
+            let mut s = std::mem::take(&mut k.cur);
+            s.capacity = capacity;
+            s.c_star = c_star;
+            s.p50_ns = k.hist.quantile(0.5);
+            s.p99_ns = k.hist.quantile(0.99);
+            s.latency = k.hist.take();
+            k.series.push(s);
         }
         self.seconds.push(total);
     }

@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 21] = [
+pub const BUILTIN: [(&str, &str); 25] = [
     (
         "01-ramp.toml",
         include_str!("../../../scenarios/01-ramp.toml"),
@@ -101,6 +101,22 @@ pub const BUILTIN: [(&str, &str); 21] = [
     (
         "21-fast-backend.toml",
         include_str!("../../../scenarios/21-fast-backend.toml"),
+    ),
+    (
+        "23-priority-surge.toml",
+        include_str!("../../../scenarios/23-priority-surge.toml"),
+    ),
+    (
+        "24-timeouts-adaptive-lifo.toml",
+        include_str!("../../../scenarios/24-timeouts-adaptive-lifo.toml"),
+    ),
+    (
+        "24-timeouts-fifo.toml",
+        include_str!("../../../scenarios/24-timeouts-fifo.toml"),
+    ),
+    (
+        "25-partitions.toml",
+        include_str!("../../../scenarios/25-partitions.toml"),
     ),
 ];
 

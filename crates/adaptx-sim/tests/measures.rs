@@ -71,6 +71,7 @@ fn build(g0: [u64; 10], g1: [u64; 10]) -> Run {
         seed: 0,
         seconds,
         clients: vec![c0, c1],
+        classes: Vec::new(),
         steady_from: 5,
         steady_p50_ns: None,
         steady_p99_ns: None,

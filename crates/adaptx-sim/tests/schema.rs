@@ -45,7 +45,11 @@ fn the_shipped_scenarios_load() {
             "18-random-failures",
             "19-unequal-clients",
             "20-floor-drop",
-            "21-fast-backend"
+            "21-fast-backend",
+            "23-priority-surge",
+            "24-timeouts-adaptive-lifo",
+            "24-timeouts-fifo",
+            "25-partitions"
         ]
     );
     assert!(

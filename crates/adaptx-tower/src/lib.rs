@@ -28,9 +28,11 @@ mod rate;
 pub use classify::{Answered, Classify, HttpClassifier, ResultClassifier, Verdict};
 pub use concurrency::{
     AdaptiveConcurrency, AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyAtBodyEndLayer,
+    AdaptiveConcurrencyClassedClient, AdaptiveConcurrencyClassedClientLayer,
     AdaptiveConcurrencyClient, AdaptiveConcurrencyClientLayer, AdaptiveConcurrencyLayer,
-    BodyResponseFuture, ClientResponseFuture, DEFAULT_REJECTION_STATUS, DEFAULT_RETRY_AFTER_SECS,
-    DEFAULT_TIMEOUT_STATUS, PermitBody, ResponseFuture,
+    BodyResponseFuture, ClassBy, ClassedResponseFuture, ClientResponseFuture,
+    DEFAULT_REJECTION_STATUS, DEFAULT_RETRY_AFTER_SECS, DEFAULT_TIMEOUT_STATUS, PermitBody,
+    ResponseFuture,
 };
 pub use error::{BoxError, Elapsed, LimiterClosed};
 pub use rate::{

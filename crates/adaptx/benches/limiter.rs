@@ -15,6 +15,9 @@
 //! * `stats`: a snapshot with 10 000 samples in the current window.
 //! * `acquire_async`: the async `acquire` future polled once (ready at once,
 //!   a permit is free) with a no-op waker.
+//! * `partitioned`: `try_acquire` + release of a limiter with partitions
+//!   (critical 70 %, batch 30 %, the default partition empty) against the
+//!   same on an unpartitioned limiter: the issue-12 bound is 1.3×.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -24,7 +27,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptx::{Limiter, MAX_LIMIT_BOUND, ManualClock, Outcome};
+use adaptx::{Limiter, MAX_LIMIT_BOUND, ManualClock, Outcome, Partitions};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio::sync::Semaphore;
 
@@ -293,6 +296,44 @@ fn acquire_async(c: &mut Criterion) {
     g.finish();
 }
 
+/// The partitioned admission against the plain one, same limit and law.
+fn partitioned(c: &mut Criterion) {
+    let mut g = c.benchmark_group("partitioned");
+    let plain = limiter();
+    let parts = Limiter::builder()
+        .initial_limit(PERMITS)
+        .max_limit(PERMITS)
+        .warmup_samples(0)
+        .partitions(Partitions::new().share("critical", 0.7).share("batch", 0.3))
+        .build()
+        .expect("valid configuration");
+    let critical = parts.class("critical").expect("a partition");
+    g.bench_function("unpartitioned_try_acquire_success", |b| {
+        b.iter(|| adaptx_success(black_box(&plain)));
+    });
+    g.bench_function("partitioned_try_acquire_success", |b| {
+        b.iter(|| {
+            black_box(&parts)
+                .try_acquire_as(critical)
+                .expect("a permit is free")
+                .success();
+        });
+    });
+    g.bench_function("unpartitioned_try_acquire_drop", |b| {
+        b.iter(|| drop(black_box(&plain).try_acquire().expect("a permit is free")));
+    });
+    g.bench_function("partitioned_try_acquire_drop", |b| {
+        b.iter(|| {
+            drop(
+                black_box(&parts)
+                    .try_acquire_as(critical)
+                    .expect("a permit is free"),
+            );
+        });
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     uncontended,
@@ -300,6 +341,7 @@ criterion_group!(
     reads,
     window,
     stats,
-    acquire_async
+    acquire_async,
+    partitioned
 );
 criterion_main!(benches);

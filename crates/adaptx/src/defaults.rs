@@ -49,3 +49,6 @@ pub const DEFAULT_TRY_EXECUTE_OP: &str = "adaptx::try_execute";
 /// The longest latency a sample records (2^44 ns, about 4.9 hours); longer
 /// ones are recorded as this, which keeps a window's latency sum exact.
 pub const MAX_SAMPLE_LATENCY: std::time::Duration = std::time::Duration::from_nanos(1 << 44);
+/// The most rejections a limiter holds back at once for its reject delay
+/// (`Builder::reject_delay`); beyond, a rejection returns at once.
+pub const MAX_DELAYED_REJECTIONS: u64 = 100;

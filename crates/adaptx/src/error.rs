@@ -4,6 +4,8 @@ use std::fmt;
 use std::ops::Bound::{self, Excluded, Included};
 use std::ops::RangeBounds;
 
+use crate::pool::Refused;
+
 /// A configuration value is out of its allowed range.
 ///
 /// Returned by [`Builder::build`](crate::Builder::build) and by the
@@ -104,19 +106,45 @@ pub(crate) fn closed_closed(
 }
 
 /// [`Limiter::acquire`](crate::Limiter::acquire) failed: the limiter is
-/// closed.
+/// closed, or the wait queue refused the request (full, timed out, or shed
+/// for a higher-priority one; see [`QueuePolicy`](crate::QueuePolicy)).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcquireError(());
+pub struct AcquireError(Refused);
 
 impl AcquireError {
-    pub(crate) fn new() -> Self {
-        Self(())
+    pub(crate) fn refused(why: Refused) -> Self {
+        Self(why)
+    }
+
+    /// The limiter is closed.
+    pub fn is_closed(&self) -> bool {
+        self.0 == Refused::Closed
+    }
+
+    /// The wait queue was full of requests of equal or higher priority.
+    pub fn is_queue_full(&self) -> bool {
+        self.0 == Refused::Full
+    }
+
+    /// The request waited its queue timeout without getting a permit.
+    pub fn is_timeout(&self) -> bool {
+        self.0 == Refused::TimedOut
+    }
+
+    /// A higher-priority request took the request's place in a full queue.
+    pub fn is_shed(&self) -> bool {
+        self.0 == Refused::Shed
     }
 }
 
 impl fmt::Display for AcquireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("limiter is closed")
+        f.write_str(match self.0 {
+            Refused::Closed => "limiter is closed",
+            Refused::Full => "wait queue is full",
+            Refused::TimedOut => "timed out in the wait queue",
+            Refused::Shed => "shed from the wait queue for a higher-priority request",
+        })
     }
 }
 
@@ -158,6 +186,19 @@ pub enum AcquireTimeoutError {
     Closed,
     /// No permit came free in time.
     Timeout,
+    /// The wait queue refused the request: it was full, or a higher-priority
+    /// request took its place (see [`QueuePolicy`](crate::QueuePolicy)).
+    Rejected,
+}
+
+impl From<AcquireError> for AcquireTimeoutError {
+    fn from(e: AcquireError) -> Self {
+        match e.0 {
+            Refused::Closed => Self::Closed,
+            Refused::TimedOut => Self::Timeout,
+            Refused::Full | Refused::Shed => Self::Rejected,
+        }
+    }
 }
 
 impl fmt::Display for AcquireTimeoutError {
@@ -165,6 +206,7 @@ impl fmt::Display for AcquireTimeoutError {
         f.write_str(match self {
             Self::Closed => "limiter is closed",
             Self::Timeout => "timed out waiting for a permit",
+            Self::Rejected => "rejected by the wait queue",
         })
     }
 }
@@ -244,6 +286,9 @@ impl std::error::Error for PanicError {}
 pub enum ExecuteError<E> {
     /// The limiter was closed before the operation was admitted.
     Closed,
+    /// The wait queue refused the operation (full, timed out or shed): it
+    /// did not run.
+    Rejected(AcquireError),
     /// The operation returned an error (counted as a failure).
     Failed(E),
     /// The operation panicked (counted as a failure).
@@ -264,6 +309,7 @@ impl<E: fmt::Display> fmt::Display for ExecuteError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Closed => f.write_str("limiter is closed"),
+            Self::Rejected(e) => e.fmt(f),
             Self::Failed(e) => write!(f, "operation failed: {e}"),
             Self::Panicked(p) => p.fmt(f),
         }
@@ -275,7 +321,7 @@ impl<E: std::error::Error + 'static> std::error::Error for ExecuteError<E> {
         match self {
             Self::Failed(e) => Some(e),
             Self::Panicked(p) => Some(p),
-            Self::Closed => None,
+            Self::Closed | Self::Rejected(_) => None,
         }
     }
 }

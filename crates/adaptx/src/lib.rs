@@ -32,6 +32,10 @@ pub use limiter::{
     Acquire, Algorithm, Builder, Controller, Drained, LimitChangeHook, Limiter, Outcome,
     OwnedPermit, Permit,
 };
+pub use pool::{
+    Class, DEFAULT_PARTITION, DEFAULT_RESERVE, MAX_PARTITIONED_LIMIT, MAX_PARTITIONS, Partitions,
+    QueueOrder, QueuePolicy, UnknownPartition,
+};
 pub use rate::{
     DEFAULT_ADJUST_INTERVAL, DEFAULT_ERROR_THRESHOLD, DEFAULT_INITIAL_RATE, DEFAULT_KEY_TTL,
     DEFAULT_MAX_KEYS, DEFAULT_MAX_RATE, DEFAULT_MIN_RATE, DEFAULT_RATE_TARGET_LATENCY,

@@ -393,3 +393,29 @@ fn ready_acquire_completes_on_first_poll_without_allocating() {
     });
     assert_eq!(l.in_flight(), 0);
 }
+
+#[test]
+fn partitioned_admission_and_completion_do_not_allocate() {
+    let l = Limiter::builder()
+        .initial_limit(1000)
+        .max_limit(1000)
+        .warmup_samples(0)
+        .partitions(
+            adaptx::Partitions::new()
+                .share("critical", 0.7)
+                .share("batch", 0.3),
+        )
+        .build()
+        .expect("valid configuration");
+    let critical = l.class("critical").expect("a partition");
+    let batch = l.class("batch").expect("a partition").with_priority(3);
+    l.try_acquire_as(critical).expect("free").success();
+    assert_no_alloc("partitioned try_acquire_as + success/drop", || {
+        for _ in 0..N {
+            l.try_acquire_as(critical).expect("free").success();
+            drop(l.try_acquire_as(batch).expect("free"));
+            l.try_acquire().expect("free").failure();
+        }
+    });
+    assert_eq!(l.in_flight(), 0);
+}

@@ -4,6 +4,7 @@ use adaptx::Limiter;
 use http::StatusCode;
 use tower_layer::Layer;
 
+use super::class::{AdaptiveConcurrencyClassedClientLayer, ClassBy};
 use super::service::{
     AdaptiveConcurrency, AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyClient,
 };
@@ -63,6 +64,7 @@ pub struct AdaptiveConcurrencyLayer<C = HttpClassifier> {
     limiter: Limiter,
     classifier: C,
     config: ServerConfig,
+    class_by: Option<ClassBy>,
 }
 
 impl AdaptiveConcurrencyLayer {
@@ -72,6 +74,7 @@ impl AdaptiveConcurrencyLayer {
             limiter,
             classifier: HttpClassifier::new(),
             config: ServerConfig::default(),
+            class_by: None,
         }
     }
 
@@ -95,7 +98,40 @@ impl<C> AdaptiveConcurrencyLayer<C> {
             limiter: self.limiter,
             classifier,
             config: self.config,
+            class_by: self.class_by,
         }
+    }
+
+    /// Picks each request's [`Class`](adaptx::Class) — its partition and
+    /// priority — with `f` over the request's head (a header, the route, an
+    /// extension). Resolve the classes once with
+    /// [`Limiter::class`](adaptx::Limiter::class), which names an unknown
+    /// partition as an error when the layer is built. A refused request is
+    /// answered as before (the rejection status, `Retry-After`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptx::{Limiter, Partitions};
+    /// use adaptx_tower::AdaptiveConcurrencyLayer;
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .partitions(Partitions::new().share("live", 0.7).share("batch", 0.3))
+    ///     .build()?;
+    /// let live = limiter.class("live")?.with_priority(1);
+    /// let batch = limiter.class("batch")?;
+    /// let layer = AdaptiveConcurrencyLayer::server(limiter).class_by(move |req| {
+    ///     if req.headers.contains_key("x-prefetch") { batch } else { live }
+    /// });
+    /// # drop(layer);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn class_by(
+        mut self,
+        f: impl Fn(&http::request::Parts) -> adaptx::Class + Send + Sync + 'static,
+    ) -> Self {
+        self.class_by = Some(ClassBy::new(f));
+        self
     }
 
     /// The status of rejections (default
@@ -236,6 +272,7 @@ impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyLayer<C> {
             self.limiter.clone(),
             self.classifier.clone(),
             self.config,
+            self.class_by.clone(),
         )
     }
 }
@@ -337,6 +374,47 @@ impl<C> AdaptiveConcurrencyClientLayer<C> {
             limiter: self.limiter,
             classifier,
             deadlines: self.deadlines,
+        }
+    }
+
+    /// Picks each request's [`Class`](adaptx::Class) with `f` over the
+    /// request's head. The permit can then no longer be taken in
+    /// `poll_ready` (the request is not known yet): the service's
+    /// `poll_ready` readies the inner service, and its response future waits
+    /// for a permit of the request's class, then calls. For HTTP requests.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// use adaptx::{Class, Limiter};
+    /// use adaptx_tower::AdaptiveConcurrencyClientLayer;
+    /// use tower::{ServiceBuilder, ServiceExt, service_fn};
+    ///
+    /// let limiter = Limiter::builder().initial_limit(4).build()?;
+    /// let svc = ServiceBuilder::new()
+    ///     .layer(AdaptiveConcurrencyClientLayer::new(limiter.clone()).class_by(|req| {
+    ///         let user = req.headers.contains_key("x-user");
+    ///         Class::default().with_priority(if user { 1 } else { 0 })
+    ///     }))
+    ///     .service(service_fn(|_req: http::Request<()>| async {
+    ///         Ok::<_, std::io::Error>("ok")
+    ///     }));
+    /// let req = http::Request::builder().header("x-user", "1").body(())?;
+    /// assert_eq!(svc.oneshot(req).await?, "ok");
+    /// assert_eq!(limiter.stats().success, 1);
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn class_by(
+        self,
+        f: impl Fn(&http::request::Parts) -> adaptx::Class + Send + Sync + 'static,
+    ) -> AdaptiveConcurrencyClassedClientLayer<C> {
+        AdaptiveConcurrencyClassedClientLayer {
+            limiter: self.limiter,
+            classifier: self.classifier,
+            deadlines: self.deadlines,
+            class_by: ClassBy::new(f),
         }
     }
 

@@ -2,12 +2,17 @@
 //! `503`, and a client-side layer that waits for a permit in `poll_ready`.
 
 mod body;
+mod class;
 mod future;
 mod layer;
 mod lease;
 mod service;
 
 pub use body::PermitBody;
+pub use class::{
+    AdaptiveConcurrencyClassedClient, AdaptiveConcurrencyClassedClientLayer, ClassBy,
+    ClassedResponseFuture,
+};
 pub use future::{BodyResponseFuture, ClientResponseFuture, ResponseFuture};
 pub use layer::{
     AdaptiveConcurrencyAtBodyEndLayer, AdaptiveConcurrencyClientLayer, AdaptiveConcurrencyLayer,

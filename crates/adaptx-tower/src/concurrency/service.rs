@@ -4,12 +4,13 @@ use std::mem;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker, ready};
 
-use adaptx::{Acquire, Limiter, OwnedPermit};
+use adaptx::{Acquire, Class, Limiter, OwnedPermit};
 use http::{Request, Response};
 use http_body::Body;
 use tower_service::Service;
 
 use super::body::PermitBody;
+use super::class::ClassBy;
 use super::future::{Admit, BodyResponseFuture, ClientResponseFuture, ResponseFuture};
 use super::{Deadlines, ServerConfig};
 use crate::classify::Classify;
@@ -25,6 +26,7 @@ pub struct AdaptiveConcurrency<S, C> {
     limiter: Limiter,
     classifier: C,
     config: ServerConfig,
+    class_by: Option<ClassBy>,
 }
 
 impl<S: fmt::Debug, C> fmt::Debug for AdaptiveConcurrency<S, C> {
@@ -38,12 +40,19 @@ impl<S: fmt::Debug, C> fmt::Debug for AdaptiveConcurrency<S, C> {
 }
 
 impl<S, C> AdaptiveConcurrency<S, C> {
-    pub(crate) fn new(inner: S, limiter: Limiter, classifier: C, config: ServerConfig) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        limiter: Limiter,
+        classifier: C,
+        config: ServerConfig,
+        class_by: Option<ClassBy>,
+    ) -> Self {
         Self {
             inner,
             limiter,
             classifier,
             config,
+            class_by,
         }
     }
 
@@ -79,6 +88,16 @@ where
 }
 
 impl<S, C> AdaptiveConcurrency<S, C> {
+    /// The class of `req`: the layer's closure's pick, or the default class.
+    fn class_of<B>(&self, req: Request<B>) -> (Class, Request<B>) {
+        match &self.class_by {
+            Some(by) => by.of(req),
+            None => (Class::default(), req),
+        }
+    }
+}
+
+impl<S, C> AdaptiveConcurrency<S, C> {
     /// Takes a permit and calls the inner service, queues for one, or
     /// rejects.
     ///
@@ -87,15 +106,16 @@ impl<S, C> AdaptiveConcurrency<S, C> {
     /// wait, so the queueing path never starts with `try_acquire`. Its wait
     /// is polled once here instead, which takes a free permit at once (the
     /// fast path of `Acquire`) or joins the line.
-    fn admit<Req>(&mut self, req: Req) -> Admit<S, Req>
+    fn admit<B>(&mut self, req: Request<B>) -> Admit<S, Request<B>>
     where
-        S: Service<Req> + Clone,
+        S: Service<Request<B>> + Clone,
     {
+        let (class, req) = self.class_of(req);
         let deadlines = self.config.deadlines;
         let permit = match self.config.queue_timeout {
-            None => self.limiter.try_acquire_owned().ok(),
+            None => self.limiter.try_acquire_owned_as(class).ok(),
             Some(timeout) => {
-                let mut acquire = self.limiter.acquire_owned();
+                let mut acquire = self.limiter.acquire_owned_as(class);
                 // The waker is replaced by the response future's on its
                 // first poll; a grant before then is seen by that poll.
                 let mut cx = Context::from_waker(Waker::noop());

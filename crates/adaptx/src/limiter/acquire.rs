@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 
 use super::permit::{Holder, Permit};
 use crate::error::AcquireError;
-use crate::pool::{Pool, Waiter};
+use crate::pool::{Admission, Class, Pool, Refused, Waiter};
 use crate::sync::Arc;
 
-/// The future returned by [`Limiter::acquire`](crate::Limiter::acquire).
+/// The future returned by [`Limiter::acquire`](crate::Limiter::acquire)
+/// and [`Limiter::acquire_as`](crate::Limiter::acquire_as).
 ///
 /// # Cancel safety
 ///
@@ -25,23 +26,95 @@ pub struct Acquire<'a> {
     holder: Option<Holder<'a>>,
     node: Option<Arc<Waiter>>,
     polled: bool,
+    class: Class,
+    /// The queue deadline's timer, then the reject delay's.
+    #[cfg(feature = "tokio")]
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// A refusal held back by the reject delay.
+    #[cfg(feature = "tokio")]
+    delayed: Option<Refused>,
 }
 
 impl fmt::Debug for Acquire<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Acquire")
+            .field("class", &self.class)
             .field("queued", &self.node.is_some())
             .finish()
     }
 }
 
 impl<'a> Acquire<'a> {
-    pub(crate) fn new(holder: Holder<'a>) -> Self {
+    pub(crate) fn new(holder: Holder<'a>, class: Class) -> Self {
         Self {
             holder: Some(holder),
             node: None,
             polled: false,
+            class,
+            #[cfg(feature = "tokio")]
+            timer: None,
+            #[cfg(feature = "tokio")]
+            delayed: None,
         }
+    }
+
+    /// Polls the pool, and the queue deadline's timer while queued.
+    #[inline]
+    fn poll_pool(&mut self, cx: &mut Context<'_>) -> Poll<Result<Admission, Refused>> {
+        let Some(holder) = self.holder.as_ref() else {
+            panic!("`Acquire` polled after completion");
+        };
+        let pool = holder.pool();
+        // Fast path: a free permit on the first poll, with no queue work.
+        if self.node.is_none() && !self.polled {
+            self.polled = true;
+            if let Ok(a) = pool.try_acquire_as(self.class.slot) {
+                return Poll::Ready(Ok(a));
+            }
+        }
+        self.polled = true;
+        let r = pool.poll_acquire_as(&mut self.node, cx, self.class);
+        #[cfg(feature = "tokio")]
+        if r.is_pending() {
+            if let Some(node) = self.node.as_ref() {
+                if self.timer.is_none()
+                    && node.deadline() != u64::MAX
+                    && tokio::runtime::Handle::try_current().is_ok()
+                {
+                    let left = node.deadline().saturating_sub(holder.now());
+                    self.timer = Some(Box::pin(tokio::time::sleep(
+                        std::time::Duration::from_nanos(left),
+                    )));
+                }
+                if let Some(t) = self.timer.as_mut() {
+                    if t.as_mut().poll(cx).is_ready() {
+                        self.timer = None;
+                        pool.time_out(node);
+                        // Granted meanwhile, or timed out: either way settled.
+                        return pool.poll_acquire_as(&mut self.node, cx, self.class);
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    /// Holds a refusal back for the reject delay, if one is set and fewer
+    /// than [`MAX_DELAYED_REJECTIONS`](crate::MAX_DELAYED_REJECTIONS) are held back now.
+    #[cfg(feature = "tokio")]
+    fn delay(&mut self, why: Refused) -> bool {
+        let Some(holder) = self.holder.as_ref() else {
+            return false;
+        };
+        if why == Refused::Closed || tokio::runtime::Handle::try_current().is_err() {
+            return false;
+        }
+        let Some(delay) = holder.reject_delay_slot() else {
+            return false;
+        };
+        self.timer = Some(Box::pin(tokio::time::sleep(delay)));
+        self.delayed = Some(why);
+        true
     }
 }
 
@@ -51,33 +124,41 @@ impl<'a> Future for Acquire<'a> {
     #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let Some(holder) = this.holder.as_ref() else {
-            panic!("`Acquire` polled after completion");
-        };
-        this.polled = true;
-        // Fast path: a free permit on the first poll, with no queue work.
-        let polled = if this.node.is_none() {
-            match holder.pool().try_acquire() {
-                Ok(a) => Poll::Ready(Ok(a)),
-                Err(_) => holder.pool().poll_acquire(&mut this.node, cx),
+        #[cfg(feature = "tokio")]
+        if let Some(why) = this.delayed {
+            if let Some(t) = this.timer.as_mut() {
+                if t.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
             }
-        } else {
-            holder.pool().poll_acquire(&mut this.node, cx)
-        };
-        match polled {
+            this.timer = None;
+            this.delayed = None;
+            if let Some(h) = this.holder.take() {
+                h.reject_delay_done();
+            }
+            return Poll::Ready(Err(AcquireError::refused(why)));
+        }
+        match this.poll_pool(cx) {
             Poll::Pending => Poll::Pending,
             Poll::Ready(Ok(admission)) => {
                 let Some(holder) = this.holder.take() else {
-                    unreachable!("checked above");
+                    unreachable!("checked in poll_pool");
                 };
                 let now = holder.now();
-                Poll::Ready(Ok(Permit::new(holder, admission, now)))
+                let slot = this.class.slot;
+                Poll::Ready(Ok(Permit::new(holder, admission, now, slot)))
             }
-            Poll::Ready(Err(_)) => {
-                if let Some(h) = this.holder.take() {
+            Poll::Ready(Err(why)) => {
+                if let Some(h) = this.holder.as_ref() {
                     h.reject();
                 }
-                Poll::Ready(Err(AcquireError::new()))
+                #[cfg(feature = "tokio")]
+                if this.delay(why) {
+                    // Poll the fresh timer once so it registers the waker.
+                    return self.poll(cx);
+                }
+                this.holder = None;
+                Poll::Ready(Err(AcquireError::refused(why)))
             }
         }
     }
@@ -88,6 +169,12 @@ impl Drop for Acquire<'_> {
         let Some(holder) = self.holder.take() else {
             return;
         };
+        #[cfg(feature = "tokio")]
+        if self.delayed.is_some() {
+            // The rejection was counted when it happened.
+            holder.reject_delay_done();
+            return;
+        }
         // A permit handed over but never seen was admitted: it goes back to
         // the pool (or the next waiter) and counts as dropped, so `total`
         // never loses it. Any other started attempt that ends without a

@@ -4,13 +4,13 @@ use std::fmt;
 use std::sync::Arc as StdArc;
 use std::time::Duration;
 
-use super::{Counters, Hot, Inner, Limiter};
+use super::{AdmissionConfig, Counters, Hot, Inner, Limiter};
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::control::{Control, ControlConfig};
 use crate::defaults::*;
 use crate::error::{ConfigError, closed_closed, open_closed};
 use crate::law::{Aimd, CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, Gradient, Vegas};
-use crate::pool::{MAX_PERMITS, Pool};
+use crate::pool::{MAX_PERMITS, Partitions, Pool, QueuePolicy};
 use crate::sync::Mutex;
 use crate::sync::Padded;
 use crate::window::{AdaptiveWindow, Window};
@@ -97,6 +97,9 @@ pub struct Builder {
     hook: Option<LimitChangeHook>,
     clock: Option<StdArc<dyn Clock>>,
     seed: Option<u64>,
+    queue: QueuePolicy,
+    partitions: Option<Partitions>,
+    reject_delay: Option<Duration>,
 }
 
 impl fmt::Debug for Builder {
@@ -143,6 +146,9 @@ impl Builder {
             hook: None,
             clock: None,
             seed: None,
+            queue: QueuePolicy::new(),
+            partitions: None,
+            reject_delay: None,
         }
     }
 
@@ -331,6 +337,32 @@ impl Builder {
         self
     }
 
+    /// The wait queue of [`acquire`](Limiter::acquire): bound, per-waiter
+    /// timeout and order. Default: unbounded FIFO, no timeout.
+    pub fn queue(mut self, policy: QueuePolicy) -> Self {
+        self.queue = policy;
+        self
+    }
+
+    /// Splits the limit into named shares; see [`Partitions`]. Requests are
+    /// classed with [`Limiter::class`]. `max_limit` is then at most
+    /// [`MAX_PARTITIONED_LIMIT`](crate::MAX_PARTITIONED_LIMIT). Default: none.
+    pub fn partitions(mut self, partitions: Partitions) -> Self {
+        self.partitions = Some(partitions);
+        self
+    }
+
+    /// Holds a refused [`acquire`](Limiter::acquire) back for `delay` before
+    /// it returns its error (Netflix's reject delay), to slow a client that
+    /// retries at once. At most [`MAX_DELAYED_REJECTIONS`](crate::MAX_DELAYED_REJECTIONS)
+    /// are held back at a time; beyond, and for `try_acquire`, which never
+    /// waits, a refusal returns at once. Default: none. Allowed: > 0.
+    #[cfg(feature = "tokio")]
+    pub fn reject_delay(mut self, delay: Duration) -> Self {
+        self.reject_delay = Some(delay);
+        self
+    }
+
     /// The time source. Default [`SystemClock`].
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(StdArc::new(clock));
@@ -421,6 +453,15 @@ impl Builder {
             }
         };
 
+        let discipline = self.queue.discipline()?;
+        let table = match &self.partitions {
+            Some(p) => Some(p.table(max)?),
+            None => None,
+        };
+        if self.reject_delay.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::new("reject_delay", Duration::ZERO, "> 0"));
+        }
+
         let clock = match self.clock {
             Some(c) => AnyClock::Custom(c),
             None => AnyClock::System(SystemClock::new()),
@@ -439,7 +480,7 @@ impl Builder {
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
         Ok(Limiter::from_inner(Inner {
             hot: Padded(Hot {
-                pool: Pool::new(initial),
+                pool: Pool::with(initial, discipline, table, Some(clock.clone())),
                 window: Window::new(now),
             }),
             clock,
@@ -463,6 +504,11 @@ impl Builder {
             control: Mutex::new(Control::new(law, seed)),
             hook: self.hook,
             counters: Counters::default(),
+            admission: AdmissionConfig {
+                queue_timeout: self.queue.waiter_timeout(),
+                reject_delay: self.reject_delay,
+                ..AdmissionConfig::default()
+            },
         }))
     }
 }

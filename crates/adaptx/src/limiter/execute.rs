@@ -127,6 +127,7 @@ impl Limiter {
     /// # Errors
     ///
     /// [`ExecuteError::Closed`] if the limiter is closed before admission,
+    /// [`ExecuteError::Rejected`] if its wait queue refuses the operation,
     /// [`ExecuteError::Failed`] with `f`'s error, [`ExecuteError::Panicked`].
     ///
     /// # Cancel safety
@@ -156,7 +157,13 @@ impl Limiter {
     where
         F: AsyncFnOnce(&Controller) -> Result<T, E>,
     {
-        let permit = self.acquire().await.map_err(|_| ExecuteError::Closed)?;
+        let permit = self.acquire().await.map_err(|e| {
+            if e.is_closed() {
+                ExecuteError::Closed
+            } else {
+                ExecuteError::Rejected(e)
+            }
+        })?;
         match run(permit, f).await {
             Ran::Done(r) => r.map_err(ExecuteError::Failed),
             Ran::Panicked(p) => Err(ExecuteError::Panicked(PanicError::new(

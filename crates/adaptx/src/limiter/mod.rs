@@ -18,7 +18,7 @@ use crate::clock::AnyClock;
 use crate::control::{Control, ControlConfig, Decision};
 use crate::error::{AcquireError, AcquireTimeoutError, DrainTimeoutError, TryAcquireError};
 use crate::histogram::Counts;
-use crate::pool::{Admission, Pool, TryFail};
+use crate::pool::{Admission, Class, Pool, TryFail, UnknownPartition};
 use crate::stats::Stats;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Padded, lock};
 use crate::window::{Event, Sample, Window};
@@ -31,7 +31,9 @@ use permit::Holder;
 /// the latency and outcome of completed operations. `Limiter` is a cheap
 /// handle: clones share one limiter. It is `Send + Sync`.
 ///
-/// Admission is FIFO-fair: [`acquire`](Limiter::acquire) waits in line,
+/// Admission is fair: [`acquire`](Limiter::acquire) waits in line (FIFO by
+/// default; bounded, LIFO, adaptive LIFO and priorities with
+/// [`Builder::queue`](crate::Builder::queue)),
 /// [`try_acquire`](Limiter::try_acquire) never overtakes a waiter, and
 /// [`allow`](Limiter::allow) only looks. A [`Permit`] records the outcome of
 /// the admitted operation and releases its slot; [`execute`](Limiter::execute)
@@ -121,6 +123,23 @@ pub(crate) struct Inner {
     control: Mutex<Control>,
     hook: Option<LimitChangeHook>,
     counters: Counters,
+    /// Queueing, partitions and the reject delay.
+    admission: AdmissionConfig,
+}
+
+/// The options of [`Builder::queue`], [`Builder::partitions`] and
+/// `Builder::reject_delay` that the facade needs after build.
+#[derive(Debug, Default)]
+pub(crate) struct AdmissionConfig {
+    /// The wait queue's per-waiter timeout, for the blocking forms.
+    pub(crate) queue_timeout: Option<Duration>,
+    /// How long a refused `acquire` waits before it returns.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) reject_delay: Option<Duration>,
+    /// Refusals held back by the reject delay now (not an engine word:
+    /// std's atomic even under loom).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) delayed: std::sync::atomic::AtomicU64,
 }
 
 /// How a permit ends.
@@ -152,13 +171,37 @@ impl Inner {
         self.hot.window.epoch()
     }
 
-    #[inline]
-    fn try_admit(&self) -> Result<Admission, TryFail> {
-        let r = self.hot.pool.try_acquire();
+    #[inline(always)]
+    fn try_admit(&self, slot: u8) -> Result<Admission, TryFail> {
+        let r = self.hot.pool.try_acquire_as(slot);
         if r.is_err() {
             self.reject();
         }
         r
+    }
+
+    /// Takes one of the reject delay's slots: the delay, or `None` when
+    /// there is no delay or [`crate::MAX_DELAYED_REJECTIONS`] are taken.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn reject_delay_slot(&self) -> Option<Duration> {
+        let delay = self.admission.reject_delay?;
+        let d = &self.admission.delayed;
+        let mut n = d.load(Ordering::Relaxed);
+        loop {
+            if n >= crate::MAX_DELAYED_REJECTIONS {
+                return None;
+            }
+            match d.compare_exchange_weak(n, n + 1, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return Some(delay),
+                Err(actual) => n = actual,
+            }
+        }
+    }
+
+    /// Gives back a reject delay slot.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn reject_delay_done(&self) {
+        self.admission.delayed.fetch_sub(1, Ordering::AcqRel);
     }
 
     #[inline]
@@ -180,7 +223,7 @@ impl Inner {
     /// The order matters: the window's peak in-flight counts the operation
     /// that is completing, as the reference does.
     #[inline]
-    pub(crate) fn finish(&self, ending: Ending) {
+    pub(crate) fn finish(&self, ending: Ending, slot: u8) {
         match ending {
             Ending::Sampled {
                 outcome,
@@ -219,7 +262,7 @@ impl Inner {
             }),
             Ending::Dropped => self.hot.window.count(Event::Dropped),
         }
-        self.hot.pool.release();
+        self.hot.pool.release_from(slot);
     }
 
     /// Runs at most once per window: the caller that wins the CAS on the
@@ -309,11 +352,7 @@ impl Limiter {
     /// ```
     #[inline]
     pub fn try_acquire(&self) -> Result<Permit<'_>, TryAcquireError> {
-        let inner = &*self.inner;
-        match inner.try_admit() {
-            Ok(a) => Ok(Permit::new(Holder::Borrowed(inner), a, inner.now())),
-            Err(e) => Err(e.into()),
-        }
+        self.try_acquire_as(Class::default())
     }
 
     /// Like [`try_acquire`](Limiter::try_acquire), with a permit that owns a
@@ -323,21 +362,17 @@ impl Limiter {
     ///
     /// As [`try_acquire`](Limiter::try_acquire).
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit, TryAcquireError> {
-        match self.inner.try_admit() {
-            Ok(a) => Ok(Permit::new(
-                Holder::Owned(self.inner.clone()),
-                a,
-                self.inner.now(),
-            )),
-            Err(e) => Err(e.into()),
-        }
+        self.try_acquire_owned_as(Class::default())
     }
 
-    /// Waits for a permit, in FIFO order.
+    /// Waits for a permit, in the queue's order (FIFO by default; see
+    /// [`QueuePolicy`](crate::QueuePolicy)).
     ///
     /// # Errors
     ///
-    /// [`AcquireError`] if the limiter is closed when called or while waiting.
+    /// [`AcquireError`] if the limiter is closed when called or while
+    /// waiting, or if the queue refuses the request (full, timed out, shed);
+    /// with a reject delay, a refusal returns after the delay.
     ///
     /// # Cancel safety
     ///
@@ -345,7 +380,7 @@ impl Limiter {
     /// that was handed to it but not yet returned goes back to the pool (or to
     /// the next waiter). A dropped waiter counts as rejected.
     pub fn acquire(&self) -> Acquire<'_> {
-        Acquire::new(Holder::Borrowed(&self.inner))
+        self.acquire_as(Class::default())
     }
 
     /// Like [`acquire`](Limiter::acquire), with a permit that owns a handle
@@ -359,7 +394,7 @@ impl Limiter {
     ///
     /// As [`acquire`](Limiter::acquire).
     pub fn acquire_owned(&self) -> Acquire<'static> {
-        Acquire::new(Holder::Owned(self.inner.clone()))
+        self.acquire_owned_as(Class::default())
     }
 
     /// Waits at most `timeout` for a permit (on tokio's clock).
@@ -385,7 +420,7 @@ impl Limiter {
         timeout: Duration,
     ) -> Result<Permit<'_>, AcquireTimeoutError> {
         match tokio::time::timeout(timeout, self.acquire()).await {
-            Ok(r) => r.map_err(|_| AcquireTimeoutError::Closed),
+            Ok(r) => r.map_err(AcquireTimeoutError::from),
             Err(_) => Err(AcquireTimeoutError::Timeout),
         }
     }
@@ -402,7 +437,9 @@ impl Limiter {
         if let Ok(p) = self.try_acquire_quiet() {
             return Ok(p);
         }
-        acquire::block_on(self.acquire(), None).unwrap_or(Err(AcquireError::new()))
+        let wait = self.inner.admission.queue_timeout;
+        acquire::block_on(self.acquire(), wait)
+            .unwrap_or(Err(AcquireError::refused(crate::pool::Refused::TimedOut)))
     }
 
     /// Blocks the current thread for at most `timeout` (wall-clock time)
@@ -418,8 +455,12 @@ impl Limiter {
         if let Ok(p) = self.try_acquire_quiet() {
             return Ok(p);
         }
-        match acquire::block_on(self.acquire(), Some(timeout)) {
-            Some(r) => r.map_err(|_| AcquireTimeoutError::Closed),
+        let wait = match self.inner.admission.queue_timeout {
+            Some(q) => q.min(timeout),
+            None => timeout,
+        };
+        match acquire::block_on(self.acquire(), Some(wait)) {
+            Some(r) => r.map_err(AcquireTimeoutError::from),
             None => Err(AcquireTimeoutError::Timeout),
         }
     }
@@ -429,7 +470,128 @@ impl Limiter {
     fn try_acquire_quiet(&self) -> Result<Permit<'_>, TryFail> {
         let inner = &*self.inner;
         let a = inner.hot.pool.try_acquire()?;
-        Ok(Permit::new(Holder::Borrowed(inner), a, inner.now()))
+        Ok(Permit::new(Holder::Borrowed(inner), a, inner.now(), 0))
+    }
+
+    /// The class of requests in partition `partition` (see
+    /// [`Builder::partitions`]), at priority 0; change the priority with
+    /// [`Class::with_priority`]. Resolve classes once, then admit with
+    /// [`try_acquire_as`](Limiter::try_acquire_as) or
+    /// [`acquire_as`](Limiter::acquire_as).
+    ///
+    /// # Errors
+    ///
+    /// [`UnknownPartition`] naming `partition` and the partitions there are
+    /// (every limiter has `"default"`).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptx::{Limiter, Partitions};
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .partitions(Partitions::new().share("critical", 0.7))
+    ///     .build()?;
+    /// assert!(limiter.class("critical").is_ok());
+    /// let err = limiter.class("batch").unwrap_err();
+    /// assert_eq!(err.to_string(), "unknown partition \"batch\" (known: default, critical)");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn class(&self, partition: &str) -> Result<Class, UnknownPartition> {
+        let slot = match self.inner.hot.pool.table() {
+            Some(t) => t.slot(partition)?,
+            None if partition == crate::DEFAULT_PARTITION => 0,
+            None => {
+                return Err(UnknownPartition::new(partition, crate::DEFAULT_PARTITION));
+            }
+        };
+        Ok(Class { slot, priority: 0 })
+    }
+
+    /// Permits held by `class`'s partition (all of them without
+    /// partitions).
+    pub fn in_flight_of(&self, class: Class) -> usize {
+        match self.inner.hot.pool.table() {
+            Some(t) => t.used(usize::from(class.slot)),
+            None => self.in_flight(),
+        }
+    }
+
+    /// Requests waiting in the queue now.
+    pub fn waiting(&self) -> usize {
+        self.inner.hot.pool.waiting()
+    }
+
+    /// [`try_acquire`](Limiter::try_acquire) for a request of `class`: it
+    /// counts against the class's partition and is admitted by the partition
+    /// rule (see [`Partitions`](crate::Partitions)).
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Limiter::try_acquire).
+    #[inline(always)]
+    pub fn try_acquire_as(&self, class: Class) -> Result<Permit<'_>, TryAcquireError> {
+        let inner = &*self.inner;
+        match inner.try_admit(class.slot) {
+            Ok(a) => Ok(Permit::new(
+                Holder::Borrowed(inner),
+                a,
+                inner.now(),
+                class.slot,
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`try_acquire_owned`](Limiter::try_acquire_owned) for a request of
+    /// `class`.
+    ///
+    /// # Errors
+    ///
+    /// As [`try_acquire`](Limiter::try_acquire).
+    pub fn try_acquire_owned_as(&self, class: Class) -> Result<OwnedPermit, TryAcquireError> {
+        match self.inner.try_admit(class.slot) {
+            Ok(a) => Ok(Permit::new(
+                Holder::Owned(self.inner.clone()),
+                a,
+                self.inner.now(),
+                class.slot,
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// [`acquire`](Limiter::acquire) for a request of `class`: it waits in
+    /// the queue with the class's priority (higher served first, lowest shed
+    /// first from a full queue) and is granted a permit only when the
+    /// partition rule admits it.
+    ///
+    /// # Errors
+    ///
+    /// [`AcquireError`] if the limiter is closed, or the wait queue refuses
+    /// the request ([`AcquireError::is_queue_full`],
+    /// [`is_timeout`](AcquireError::is_timeout),
+    /// [`is_shed`](AcquireError::is_shed)); with a reject delay, a refusal
+    /// returns after the delay.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Limiter::acquire).
+    pub fn acquire_as(&self, class: Class) -> Acquire<'_> {
+        Acquire::new(Holder::Borrowed(&self.inner), class)
+    }
+
+    /// [`acquire_owned`](Limiter::acquire_owned) for a request of `class`.
+    ///
+    /// # Errors
+    ///
+    /// As [`acquire_as`](Limiter::acquire_as).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](Limiter::acquire).
+    pub fn acquire_owned_as(&self, class: Class) -> Acquire<'static> {
+        Acquire::new(Holder::Owned(self.inner.clone()), class)
     }
 
     /// Whether a permit is free right now, without taking it.

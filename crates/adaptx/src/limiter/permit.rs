@@ -83,6 +83,8 @@ pub struct Permit<'a> {
     start: u64,
     /// The decrease epoch at admission.
     epoch: u64,
+    /// The partition the permit counts against.
+    slot: u8,
     done: bool,
 }
 
@@ -101,13 +103,14 @@ impl fmt::Debug for Permit<'_> {
 
 impl<'a> Permit<'a> {
     #[inline]
-    pub(crate) fn new(holder: Holder<'a>, admission: Admission, start: u64) -> Self {
+    pub(crate) fn new(holder: Holder<'a>, admission: Admission, start: u64, slot: u8) -> Self {
         let epoch = holder.epoch();
         Self {
             holder,
             admission,
             start,
             epoch,
+            slot,
             done: false,
         }
     }
@@ -217,7 +220,7 @@ impl<'a> Permit<'a> {
     #[inline]
     fn end(&mut self, ending: Ending) {
         self.done = true;
-        self.holder.finish(ending);
+        self.holder.finish(ending, self.slot);
     }
 }
 
@@ -226,7 +229,7 @@ impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if !self.done {
             self.done = true;
-            self.holder.finish(Ending::Dropped);
+            self.holder.finish(Ending::Dropped, self.slot);
         }
     }
 }

@@ -21,7 +21,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use ::loom::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use ::loom::thread;
 
-use super::{Admission, GRANTED, Pool, PoolClosed, TryFail, WAITERS, Waiter};
+use super::{Admission, GRANTED, Pool, Refused, TryFail, WAITERS, Waiter};
 use crate::sync::{Arc, Ordering, lock, loom_model as model};
 
 /// A waker that unparks a loom thread.
@@ -74,7 +74,7 @@ fn enqueue(pool: &Pool) -> Arc<Waiter> {
 }
 
 /// Waits on an already queued node (or acquires afresh if `node` is `None`).
-fn wait(pool: &Pool, mut node: Option<Arc<Waiter>>) -> Result<Admission, PoolClosed> {
+fn wait(pool: &Pool, mut node: Option<Arc<Waiter>>) -> Result<Admission, Refused> {
     block_on(poll_fn(|cx| pool.poll_acquire(&mut node, cx)))
 }
 
@@ -345,7 +345,7 @@ fn loom_cancel_races_grant_last_waiter() {
 }
 
 /// Close races with a parked waiter and a release: the waiter wakes with
-/// the permit or with `PoolClosed`, and the drain completes.
+/// the permit or with `Refused`, and the drain completes.
 #[test]
 fn loom_close_races_waiter() {
     model(|| {
@@ -359,7 +359,8 @@ fn loom_close_races_waiter() {
                     pool.release();
                     true
                 }
-                Err(PoolClosed) => false,
+                Err(Refused::Closed) => false,
+                Err(e) => panic!("unexpected {e:?}"),
             })
         };
         let releaser = {
@@ -375,4 +376,112 @@ fn loom_close_races_waiter() {
         assert_eq!(pool.snapshot(), (1, 0, true));
         assert_quiescent(&pool);
     });
+}
+
+/// A pool of `limit` split into partitions `a` (slot 1) and `b` (slot 2),
+/// half each, with reserve fraction `rho` (slot 0, `default`, has no share).
+fn partitioned(limit: usize, rho: f64) -> Pool {
+    let table = super::Partitions::new()
+        .share("a", 0.5)
+        .share("b", 0.5)
+        .reserve(rho)
+        .table(100)
+        .expect("valid partitions");
+    Pool::with(limit, super::Discipline::default(), Some(table), None)
+}
+
+/// Two partitions race `try_acquire`/`release` on a limit of 1 (greedy
+/// sharing): never two held at once — the overshoot of Netflix
+/// concurrency-limits #234, where both read "below the limit", cannot
+/// happen — and every count comes back.
+#[test]
+fn loom_partitioned_admission_never_exceeds_the_limit() {
+    model(|| {
+        let pool = Arc::new(partitioned(1, 0.0));
+        let holders = Arc::new(AtomicUsize::new(0));
+        let ths: Vec<_> = (1..3u8)
+            .map(|slot| {
+                let (pool, holders) = (pool.clone(), holders.clone());
+                thread::spawn(move || {
+                    if pool.try_acquire_as(slot).is_ok() {
+                        let prev = holders.fetch_add(1, Ordering::SeqCst);
+                        assert_eq!(prev, 0, "two holders on a limit of 1");
+                        holders.fetch_sub(1, Ordering::SeqCst);
+                        pool.release_from(slot);
+                    }
+                })
+            })
+            .collect();
+        for t in ths {
+            t.join().expect("thread panicked");
+        }
+        let t = pool.table().expect("partitioned");
+        assert_eq!((t.used(0), t.used(1), t.used(2)), (0, 0, 0));
+        assert_eq!(pool.in_flight(), 0);
+        assert_quiescent_partitioned(&pool);
+    });
+}
+
+/// With full reservations (ρ = 1, R = (0, 1, 1)) and partition `a` holding
+/// its one permit, `a` and `b` race for more: `b` always gets its reserved
+/// permit, `a` never borrows it.
+#[test]
+fn loom_partitioned_reservation_is_never_lent() {
+    model(|| {
+        let pool = Arc::new(partitioned(2, 1.0));
+        pool.try_acquire_as(1).expect("a's reservation");
+        let a = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.try_acquire_as(1).is_ok())
+        };
+        let b = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.try_acquire_as(2).is_ok())
+        };
+        assert!(!a.join().expect("a panicked"), "a borrowed b's reservation");
+        assert!(b.join().expect("b panicked"), "b refused its reservation");
+    });
+}
+
+/// A waiter of partition `b` queues while `a` releases the only permit: the
+/// waiter gets it (no lost wake-up between the table's count and the state
+/// word's, which loom would report as a deadlock).
+#[test]
+fn loom_partitioned_waiter_races_release() {
+    model(|| {
+        let pool = Arc::new(partitioned(1, 0.0));
+        pool.try_acquire_as(1).expect("free permit");
+        let waiter = {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                let mut node = None;
+                let class = super::Class {
+                    slot: 2,
+                    priority: 0,
+                };
+                block_on(poll_fn(|cx| pool.poll_acquire_as(&mut node, cx, class)))
+                    .expect("not closed");
+                pool.release_from(2);
+            })
+        };
+        let releaser = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.release_from(1))
+        };
+        releaser.join().expect("releaser panicked");
+        waiter.join().expect("waiter panicked");
+        assert_eq!(pool.in_flight(), 0);
+        assert_quiescent_partitioned(&pool);
+    });
+}
+
+/// A partitioned pool at rest: the table's counts sum to the state word's
+/// in-flight count, and `WAITERS` is set exactly when someone is queued.
+fn assert_quiescent_partitioned(pool: &Pool) {
+    let t = pool.table().expect("partitioned");
+    let used: usize = (0..super::MAX_PARTITIONS).map(|j| t.used(j)).sum();
+    assert_eq!(used, pool.in_flight());
+    let s = pool.state.load(Ordering::Acquire);
+    let queued = !lock(&pool.queue).waiters.is_empty();
+    assert_eq!(s & WAITERS != 0, queued, "WAITERS bit vs queue");
 }

@@ -26,14 +26,29 @@
 //!
 //! ## Waiters
 //!
-//! Waiters queue in FIFO order in a mutex-protected `VecDeque`. The
+//! Waiters queue in a mutex-protected `VecDeque`, served in the order of
+//! the queue's discipline ([`queue`]: bound, per-waiter deadline, FIFO /
+//! LIFO / adaptive LIFO, priorities, lowest priority shed first). The
 //! `WAITERS` bit is set (under the queue lock) only while the queue is
-//! non-empty, and only when `in_flight >= limit`; it is cleared under the lock
-//! when the queue empties. While it is set, every path that could free a
-//! permit (release, growth, close) takes the queue lock, so a free permit is
-//! handed to the oldest waiter instead of to a barging `try_acquire`. Hence
+//! non-empty; it is cleared under the lock when the queue empties. While it
+//! is set, every path that could free a permit (release, growth, close)
+//! takes the queue lock, so a free permit is handed to the waiter the
+//! discipline picks instead of to a barging `try_acquire`.
+//!
+//! Unpartitioned, a waiter is queued only when `in_flight >= limit`. Hence
 //! the second invariant: **`WAITERS` set ⇒ `in_flight >= limit`**, and while
 //! it is set only holders of the queue lock change the state word.
+//!
+//! Partitioned ([`partition`]), a waiter is queued when the partition rule
+//! refuses it, which may leave room for other partitions; the invariant is
+//! instead **no queued waiter is admissible while the lock is free** (each
+//! change that frees room serves the queue under the lock). The table's
+//! counts and the state word are two words: admission CASes the table (the
+//! decision) then counts the permit in the state word (undone only if the
+//! pool closed in between); release gives the table's count back first. A
+//! waiter loads the state word, then the table, and queues only if its CAS
+//! setting `WAITERS` finds the word it loaded, so a release either freed
+//! its room before the waiter looked or sees `WAITERS` and serves the queue.
 //!
 //! A permit handed to a waiter is counted in `in_flight` at the moment it is
 //! handed over; the waiter's node records the state word of the hand-over so
@@ -52,7 +67,19 @@
 use std::collections::VecDeque;
 use std::task::{Context, Poll, Waker};
 
+use crate::clock::AnyClock;
 use crate::sync::{Arc, AtomicU8, AtomicU64, Mutex, Ordering, lock};
+
+mod partition;
+mod queue;
+
+pub(crate) use partition::Table;
+pub use partition::{
+    Class, DEFAULT_PARTITION, DEFAULT_RESERVE, MAX_PARTITIONED_LIMIT, MAX_PARTITIONS, Partitions,
+    UnknownPartition,
+};
+pub(crate) use queue::Discipline;
+pub use queue::{QueueOrder, QueuePolicy};
 
 const COUNT_MASK: u64 = (1 << 31) - 1;
 const LIMIT_SHIFT: u32 = 31;
@@ -102,14 +129,25 @@ pub(crate) enum TryFail {
     NoCapacity,
 }
 
-/// The pool is closed.
+/// Why a wait for a permit ended without one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct PoolClosed;
+pub(crate) enum Refused {
+    /// The pool is closed.
+    Closed,
+    /// The queue was full of waiters of equal or higher priority.
+    Full,
+    /// The waiter's deadline passed.
+    TimedOut,
+    /// A newcomer of higher priority took the waiter's place in a full queue.
+    Shed,
+}
 
 const WAITING: u8 = 0;
 const GRANTED: u8 = 1;
 const CLOSED_OUT: u8 = 2;
 const CANCELLED: u8 = 3;
+const TIMED_OUT: u8 = 4;
+const SHED: u8 = 5;
 
 /// One queued acquirer.
 #[derive(Debug)]
@@ -118,15 +156,35 @@ pub(crate) struct Waiter {
     /// The state word just before the permit was handed over.
     granted_at: AtomicU64,
     waker: Mutex<Option<Waker>>,
+    /// Its partition.
+    slot: u8,
+    priority: u8,
+    /// When it was queued, and when it times out (`u64::MAX`: never), ns.
+    enqueued: u64,
+    deadline: u64,
 }
 
 impl Waiter {
-    fn new(waker: Waker) -> Self {
+    fn new(waker: Waker, class: Class, enqueued: u64, deadline: u64) -> Self {
         Self {
             state: AtomicU8::new(WAITING),
             granted_at: AtomicU64::new(0),
             waker: Mutex::new(Some(waker)),
+            slot: class.slot,
+            priority: class.priority,
+            enqueued,
+            deadline,
         }
+    }
+
+    fn is_waiting(&self) -> bool {
+        self.state.load(Ordering::Acquire) == WAITING
+    }
+
+    /// The waiter's deadline, ns on the pool's clock (`u64::MAX`: none).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn deadline(&self) -> u64 {
+        self.deadline
     }
 
     /// Moves `WAITING → to`; on success returns the waker to wake.
@@ -141,14 +199,27 @@ impl Waiter {
     }
 }
 
-/// Waiters granted a permit by a change of the limit, to be woken once the
-/// caller holds no lock. Dropping it wakes them too, so none is ever lost.
-#[derive(Debug)]
-#[must_use = "granted waiters must be woken"]
-pub(crate) struct Woken(Vec<Waker>);
+/// Waiters resolved by a change of the pool, to be woken once the caller
+/// holds no lock. Dropping it wakes them too, so none is ever lost. The
+/// first waker is held inline: a release that hands over one permit does not
+/// allocate.
+#[derive(Debug, Default)]
+#[must_use = "resolved waiters must be woken"]
+pub(crate) struct Woken {
+    first: Option<Waker>,
+    rest: Vec<Waker>,
+}
 
 impl Woken {
-    /// Wakes every granted waiter.
+    fn push(&mut self, w: Option<Waker>) {
+        match (w, self.first.is_none()) {
+            (Some(w), true) => self.first = Some(w),
+            (Some(w), false) => self.rest.push(w),
+            (None, _) => {}
+        }
+    }
+
+    /// Wakes every resolved waiter.
     pub(crate) fn wake_all(self) {
         drop(self);
     }
@@ -156,7 +227,10 @@ impl Woken {
 
 impl Drop for Woken {
     fn drop(&mut self) {
-        for w in self.0.drain(..) {
+        if let Some(w) = self.first.take() {
+            w.wake();
+        }
+        for w in self.rest.drain(..) {
             w.wake();
         }
     }
@@ -167,27 +241,129 @@ struct Queue {
     waiters: VecDeque<Arc<Waiter>>,
     drain: Vec<(u64, Waker)>,
     next_drain_id: u64,
+    discipline: Discipline,
+    clock: Option<AnyClock>,
+}
+
+impl Queue {
+    /// The time, when the discipline needs it (0 otherwise).
+    fn now(&self) -> u64 {
+        match &self.clock {
+            Some(c) if self.discipline.needs_clock() => c.now_nanos(),
+            _ => 0,
+        }
+    }
+
+    /// Drops withdrawn entries and times out the waiters past their deadline.
+    fn sweep(&mut self, now: u64, woken: &mut Woken) {
+        let timeouts = self.discipline.timeout.is_some();
+        self.waiters.retain(|w| {
+            if timeouts && w.deadline <= now {
+                if let Some(k) = w.finish(TIMED_OUT, 0) {
+                    woken.push(k);
+                }
+            }
+            w.is_waiting()
+        });
+    }
+}
+
+/// Who can take the permits a grant hands out.
+enum Seats<'a> {
+    /// Unpartitioned, under the queue lock with `WAITERS` set: the state
+    /// word is stable and `next` is the value to store.
+    Plain { next: u64 },
+    /// Partitioned, under limit `limit`: each grant takes a unit of the
+    /// waiter's partition.
+    Part {
+        table: &'a Table,
+        limit: usize,
+        state: u64,
+    },
+}
+
+impl Seats<'_> {
+    fn admissible(&self, w: &Waiter) -> bool {
+        match self {
+            Seats::Plain { next } => in_flight_of(*next) < limit_of(*next),
+            Seats::Part { table, limit, .. } => table.admissible(usize::from(w.slot), *limit),
+        }
+    }
+
+    /// Takes a permit for `w`: the admission snapshot, or `None` if a
+    /// concurrent admission took the room first.
+    fn take(&mut self, w: &Waiter) -> Option<u64> {
+        match self {
+            Seats::Plain { next } => {
+                let at = *next;
+                *next += 1;
+                Some(at)
+            }
+            Seats::Part {
+                table,
+                limit,
+                state,
+            } => table
+                .try_take(usize::from(w.slot), *limit)
+                .then_some(*state),
+        }
+    }
+
+    fn undo(&mut self, w: &Waiter) {
+        match self {
+            Seats::Plain { next } => *next -= 1,
+            Seats::Part { table, .. } => table.give(usize::from(w.slot)),
+        }
+    }
 }
 
 /// The permit engine. See the module documentation.
 ///
-/// `repr(C)` and a boxed queue keep it two words, state first, so the limiter
-/// can share the state word's cache line with its other hot fields.
+/// `repr(C)` and boxed side structures keep the state word first, so the
+/// limiter can share its cache line with its other hot fields.
 #[derive(Debug)]
 #[repr(C)]
 pub(crate) struct Pool {
     state: AtomicU64,
     queue: Box<Mutex<Queue>>,
+    parts: Option<Box<Table>>,
 }
 
 impl Pool {
-    /// A pool with `limit` permits. `limit` must be at most [`MAX_PERMITS`].
+    /// A pool with `limit` permits, an unbounded FIFO queue and no
+    /// partitions. `limit` must be at most [`MAX_PERMITS`].
+    #[cfg(test)]
     pub(crate) fn new(limit: usize) -> Self {
+        Self::with(limit, Discipline::default(), None, None)
+    }
+
+    /// A pool with `limit` permits (at most [`MAX_PERMITS`], and at most
+    /// [`MAX_PARTITIONED_LIMIT`] with a table), the queue `discipline` on
+    /// `clock`, and partitions `parts`.
+    pub(crate) fn with(
+        limit: usize,
+        discipline: Discipline,
+        parts: Option<Table>,
+        clock: Option<AnyClock>,
+    ) -> Self {
         debug_assert!(limit <= MAX_PERMITS);
+        if let Some(t) = &parts {
+            t.set_limit(limit);
+        }
         Self {
             state: AtomicU64::new(with_limit(0, limit)),
-            queue: Box::new(Mutex::new(Queue::default())),
+            queue: Box::new(Mutex::new(Queue {
+                discipline,
+                clock,
+                ..Queue::default()
+            })),
+            parts: parts.map(Box::new),
         }
+    }
+
+    /// The partition table, if the pool has one.
+    pub(crate) fn table(&self) -> Option<&Table> {
+        self.parts.as_deref()
     }
 
     /// The live limit.
@@ -229,17 +405,40 @@ impl Pool {
         in_flight_of(s).saturating_sub(limit_of(s))
     }
 
-    /// Takes a permit if one is free and nobody is queued for it.
+    /// Waiters in the queue (withdrawn ones not yet swept included).
+    pub(crate) fn waiting(&self) -> usize {
+        lock(&self.queue).waiters.len()
+    }
+
+    /// Takes a permit for the default class if one is free and nobody is
+    /// queued for it.
     #[inline]
     pub(crate) fn try_acquire(&self) -> Result<Admission, TryFail> {
+        self.try_acquire_as(0)
+    }
+
+    /// Takes a permit for partition `slot` (ignored without partitions) if
+    /// one is free and nobody queued is owed it.
+    #[inline(always)]
+    pub(crate) fn try_acquire_as(&self, slot: u8) -> Result<Admission, TryFail> {
+        if let Some(t) = self.parts.as_deref() {
+            return self.try_acquire_part(t, slot);
+        }
+        // `WAITERS` implies `in_flight >= limit`, so the limit check also
+        // keeps a barging caller from overtaking queued waiters.
+        self.count(true)
+    }
+
+    /// The admission CAS on the state word: `in_flight += 1` unless closed
+    /// or, with `check_limit`, unless `in_flight >= limit`.
+    #[inline(always)]
+    fn count(&self, check_limit: bool) -> Result<Admission, TryFail> {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
             if s & CLOSED != 0 {
                 return Err(TryFail::Closed);
             }
-            // `WAITERS` implies `in_flight >= limit`, so this also keeps a
-            // barging caller from overtaking queued waiters.
-            if in_flight_of(s) >= limit_of(s) {
+            if check_limit && in_flight_of(s) >= limit_of(s) {
                 return Err(TryFail::NoCapacity);
             }
             match self
@@ -252,26 +451,83 @@ impl Pool {
         }
     }
 
-    /// Returns one permit: to the oldest waiter if there is one and no debt,
-    /// otherwise to the pool (or retires it while there is debt).
+    /// The partitioned admission: the rule's CAS on the table, then the
+    /// count in the state word. With waiters queued it runs under the queue
+    /// lock (the waiters are all refused by the rule then, so the rule alone
+    /// decides; see the module documentation).
+    #[inline(never)]
+    fn try_acquire_part(&self, t: &Table, slot: u8) -> Result<Admission, TryFail> {
+        let s = self.state.load(Ordering::Acquire);
+        if s & CLOSED != 0 {
+            return Err(TryFail::Closed);
+        }
+        if s & WAITERS != 0 {
+            return self.try_acquire_part_locked(t, slot);
+        }
+        if !t.try_take(usize::from(slot), limit_of(s)) {
+            return Err(TryFail::NoCapacity);
+        }
+        self.count_in(t, slot)
+    }
+
+    #[cold]
+    fn try_acquire_part_locked(&self, t: &Table, slot: u8) -> Result<Admission, TryFail> {
+        let _q = lock(&self.queue);
+        let s = self.state.load(Ordering::Acquire);
+        if s & CLOSED != 0 {
+            return Err(TryFail::Closed);
+        }
+        if !t.try_take(usize::from(slot), limit_of(s)) {
+            return Err(TryFail::NoCapacity);
+        }
+        self.count_in(t, slot)
+    }
+
+    /// Counts a permit the table just gave partition `slot` in the state
+    /// word, or gives it back if the pool closed meanwhile.
     #[inline]
+    fn count_in(&self, t: &Table, slot: u8) -> Result<Admission, TryFail> {
+        self.count(false).inspect_err(|_| t.give(usize::from(slot)))
+    }
+
+    /// Returns one permit of the default class.
+    #[cfg(test)]
     pub(crate) fn release(&self) {
-        let mut s = self.state.load(Ordering::Relaxed);
+        self.release_from(0);
+    }
+
+    /// Returns one permit of partition `slot`: to the next waiter if there is
+    /// one and no debt, otherwise to the pool (or retires it while there is
+    /// debt).
+    #[inline(always)]
+    pub(crate) fn release_from(&self, slot: u8) {
+        if let Some(t) = self.parts.as_deref() {
+            return self.release_part(t, slot);
+        }
+        if !self.uncount(self.state.load(Ordering::Relaxed)) {
+            self.release_slow();
+        }
+    }
+
+    /// The release CAS on the state word: `in_flight -= 1`, from `s` on,
+    /// unless `WAITERS` is set (then `false`: the queue must be served).
+    #[inline(always)]
+    fn uncount(&self, mut s: u64) -> bool {
         loop {
             if s & WAITERS != 0 {
-                return self.release_slow();
+                return false;
             }
             debug_assert!(in_flight_of(s) > 0, "release without a permit");
             let next = s - 1;
             match self
                 .state
-                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Relaxed)
+                .compare_exchange_weak(s, next, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => {
                     if next & CLOSED != 0 && in_flight_of(next) == 0 {
                         self.notify_drained();
                     }
-                    return;
+                    return true;
                 }
                 Err(actual) => s = actual,
             }
@@ -280,7 +536,7 @@ impl Pool {
 
     #[cold]
     fn release_slow(&self) {
-        let mut wake = None;
+        let mut woken = Woken::default();
         let mut drained = false;
         {
             let mut q = lock(&self.queue);
@@ -289,49 +545,104 @@ impl Pool {
                 // The queue emptied while we waited for the lock, or there is
                 // debt to pay: a plain decrement. Without `WAITERS` other
                 // threads may race, hence the CAS loop.
-                drained = self.decrement(s);
+                drained = self.decrement();
             } else {
-                // Hand the permit over: `in_flight` is unchanged.
-                while let Some(w) = q.waiters.pop_front() {
-                    // The snapshot excludes the releasing operation, which is over.
-                    if let Some(waker) = w.finish(GRANTED, s - 1) {
-                        wake = waker;
-                        break;
-                    }
-                }
+                // Hand the permit over: the releasing operation is over (its
+                // `- 1` is in the snapshot), each grant counts one.
+                let mut seats = Seats::Plain { next: s - 1 };
+                grant(&mut q, &mut seats, &mut woken);
+                let Seats::Plain { mut next } = seats else {
+                    unreachable!("plain seats stay plain");
+                };
                 if q.waiters.is_empty() {
-                    let cleared = s & !WAITERS;
-                    // Every waiter may have been cancelled: then the permit
-                    // goes back to the pool.
-                    let next = if wake.is_none() { cleared - 1 } else { cleared };
-                    self.store_stable(s, next);
+                    next &= !WAITERS;
                 }
+                self.store_stable(s, next);
             }
         }
         if drained {
             self.notify_drained();
         }
-        if let Some(w) = wake {
-            w.wake();
+        woken.wake_all();
+    }
+
+    /// The partitioned release. The table's count goes first, then the state
+    /// word's; a release that finds `WAITERS` set serves the queue under its
+    /// lock. A waiter is queued only after loading the state word and then
+    /// the table (both under the lock, in that order), and only if its CAS
+    /// setting `WAITERS` finds the word it loaded: so either it saw this
+    /// release's table count, or this release's state CAS sees `WAITERS`.
+    #[inline(never)]
+    fn release_part(&self, t: &Table, slot: u8) {
+        let s = self.state.load(Ordering::Acquire);
+        if s & WAITERS != 0 {
+            return self.release_part_slow(t, Some(slot));
+        }
+        t.give(usize::from(slot));
+        if !self.uncount(s) {
+            self.release_part_slow(t, None);
         }
     }
 
-    /// CAS loop for `in_flight -= 1`; returns whether it drained a closed pool.
-    fn decrement(&self, mut s: u64) -> bool {
+    /// Serves the queue after a partitioned release; `give` is the slot whose
+    /// table count is still to be returned.
+    #[cold]
+    fn release_part_slow(&self, t: &Table, give: Option<u8>) {
+        let mut woken = Woken::default();
+        let drained = {
+            let mut q = lock(&self.queue);
+            if let Some(slot) = give {
+                t.give(usize::from(slot));
+            }
+            let granted = self.grant_part(&mut q, t, &mut woken);
+            // The released permit leaves, each grant comes in.
+            let empty = q.waiters.is_empty();
+            let prev = self.update(|s| {
+                let next = s + granted - 1;
+                if empty { next & !WAITERS } else { next }
+            });
+            let next = prev + granted - 1;
+            next & CLOSED != 0 && in_flight_of(next) == 0
+        };
+        if drained {
+            self.notify_drained();
+        }
+        woken.wake_all();
+    }
+
+    /// Grants every queued waiter the rule admits now; returns how many.
+    fn grant_part(&self, q: &mut Queue, t: &Table, woken: &mut Woken) -> u64 {
+        let state = self.state.load(Ordering::Acquire);
+        let mut seats = Seats::Part {
+            table: t,
+            limit: limit_of(state),
+            state,
+        };
+        grant(q, &mut seats, woken)
+    }
+
+    /// A CAS loop applying `f` to the state word; returns the previous word.
+    fn update(&self, f: impl Fn(u64) -> u64) -> u64 {
+        let mut s = self.state.load(Ordering::Acquire);
         loop {
-            let next = s - 1;
             match self
                 .state
-                .compare_exchange(s, next, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(s, f(s), Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => return next & CLOSED != 0 && in_flight_of(next) == 0,
+                Ok(prev) => return prev,
                 Err(actual) => s = actual,
             }
         }
     }
 
+    /// CAS loop for `in_flight -= 1`; returns whether it drained a closed pool.
+    fn decrement(&self) -> bool {
+        let next = self.update(|s| s - 1) - 1;
+        next & CLOSED != 0 && in_flight_of(next) == 0
+    }
+
     /// Stores a new state word while `WAITERS` is set and the queue lock is
-    /// held, when no other thread can change the word.
+    /// held, when no other thread can change the word (unpartitioned pools).
     fn store_stable(&self, expected: u64, next: u64) {
         let swapped =
             self.state
@@ -339,14 +650,25 @@ impl Pool {
         debug_assert!(swapped.is_ok(), "state changed under the queue lock");
     }
 
-    /// Polls for a permit. `node` holds this acquirer's queue entry between
-    /// polls; it must start as `None` and be passed to [`Pool::cancel`] if
-    /// the acquirer gives up while it is `Some`.
+    /// Polls for a permit of the default class; see [`Pool::poll_acquire_as`].
+    #[cfg(test)]
     pub(crate) fn poll_acquire(
         &self,
         node: &mut Option<Arc<Waiter>>,
         cx: &mut Context<'_>,
-    ) -> Poll<Result<Admission, PoolClosed>> {
+    ) -> Poll<Result<Admission, Refused>> {
+        self.poll_acquire_as(node, cx, Class::default())
+    }
+
+    /// Polls for a permit of `class`. `node` holds this acquirer's queue
+    /// entry between polls; it must start as `None` and be passed to
+    /// [`Pool::cancel`] if the acquirer gives up while it is `Some`.
+    pub(crate) fn poll_acquire_as(
+        &self,
+        node: &mut Option<Arc<Waiter>>,
+        cx: &mut Context<'_>,
+        class: Class,
+    ) -> Poll<Result<Admission, Refused>> {
         if let Some(w) = node.as_ref() {
             let mut st = w.state.load(Ordering::Acquire);
             if st == WAITING {
@@ -357,48 +679,83 @@ impl Pool {
                         _ => *slot = Some(cx.waker().clone()),
                     }
                 }
+                if w.deadline != u64::MAX && lock(&self.queue).now() >= w.deadline {
+                    self.time_out(w);
+                }
                 // Re-check after publishing the waker: a grant that raced
                 // with the registration set the state first.
                 st = w.state.load(Ordering::Acquire);
             }
-            return match st {
-                WAITING => Poll::Pending,
-                GRANTED => {
-                    let at = w.granted_at.load(Ordering::Relaxed);
-                    *node = None;
-                    Poll::Ready(Ok(Admission::of(at)))
-                }
-                _ => {
-                    *node = None;
-                    Poll::Ready(Err(PoolClosed))
-                }
+            let r = match st {
+                WAITING => return Poll::Pending,
+                GRANTED => Ok(Admission::of(w.granted_at.load(Ordering::Relaxed))),
+                CLOSED_OUT | CANCELLED => Err(Refused::Closed),
+                TIMED_OUT => Err(Refused::TimedOut),
+                _ => Err(Refused::Shed),
             };
+            *node = None;
+            return Poll::Ready(r);
         }
 
-        match self.try_acquire() {
+        match self.try_acquire_as(class.slot) {
             Ok(a) => return Poll::Ready(Ok(a)),
-            Err(TryFail::Closed) => return Poll::Ready(Err(PoolClosed)),
+            Err(TryFail::Closed) => return Poll::Ready(Err(Refused::Closed)),
             Err(TryFail::NoCapacity) => {}
         }
 
+        let mut woken = Woken::default();
+        let r = self.admit_or_enqueue(node, cx, class, &mut woken);
+        woken.wake_all();
+        r
+    }
+
+    /// Under the queue lock: a permit if one came free, else a place in the
+    /// queue (shedding a lower-priority waiter from a full one), else a
+    /// refusal.
+    fn admit_or_enqueue(
+        &self,
+        node: &mut Option<Arc<Waiter>>,
+        cx: &mut Context<'_>,
+        class: Class,
+        woken: &mut Woken,
+    ) -> Poll<Result<Admission, Refused>> {
         let mut q = lock(&self.queue);
+        let now = q.now();
+        let d = q.discipline;
+        if q.waiters.len() >= d.max_waiters {
+            q.sweep(now, woken);
+        }
+        let full = q.waiters.len() >= d.max_waiters;
+        let mut flag = !full;
         let mut s = self.state.load(Ordering::Acquire);
         loop {
             if s & CLOSED != 0 {
-                return Poll::Ready(Err(PoolClosed));
+                return Poll::Ready(Err(Refused::Closed));
             }
-            if in_flight_of(s) < limit_of(s) {
-                // A permit came free before we took the lock.
-                match self
-                    .state
-                    .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(prev) => return Poll::Ready(Ok(Admission::of(prev))),
-                    Err(actual) => {
-                        s = actual;
-                        continue;
+            match self.parts.as_deref() {
+                None if in_flight_of(s) < limit_of(s) => {
+                    // A permit came free before we took the lock.
+                    match self
+                        .state
+                        .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+                    {
+                        Ok(prev) => return Poll::Ready(Ok(Admission::of(prev))),
+                        Err(actual) => {
+                            s = actual;
+                            continue;
+                        }
                     }
                 }
+                None => {}
+                // The state word is loaded before the table: see
+                // `release_part`.
+                Some(t) if t.try_take(usize::from(class.slot), limit_of(s)) => {
+                    return Poll::Ready(self.count_in(t, class.slot).map_err(|_| Refused::Closed));
+                }
+                Some(_) => {}
+            }
+            if !flag {
+                break;
             }
             if s & WAITERS != 0 {
                 break;
@@ -411,29 +768,65 @@ impl Pool {
                 Err(actual) => s = actual,
             }
         }
-        let w = Arc::new(Waiter::new(cx.waker().clone()));
+        if full {
+            if d.max_waiters == 0 {
+                return Poll::Ready(Err(Refused::Full));
+            }
+            let Some(v) = d.victim(&q.waiters, now, class.priority) else {
+                return Poll::Ready(Err(Refused::Full));
+            };
+            // The queue is not empty, so `WAITERS` is set.
+            if let Some(w) = q.waiters.remove(v) {
+                woken.push(w.finish(SHED, 0).flatten());
+            }
+            flag = true;
+        }
+        debug_assert!(flag);
+        let w = Arc::new(Waiter::new(cx.waker().clone(), class, now, d.deadline(now)));
         q.waiters.push_back(w.clone());
         *node = Some(w);
         Poll::Pending
+    }
+
+    /// Times out a queued waiter (its deadline passed, or its timer fired).
+    /// Returns `false` if it was already resolved (granted, closed out…).
+    pub(crate) fn time_out(&self, w: &Arc<Waiter>) -> bool {
+        match w.finish(TIMED_OUT, 0) {
+            Some(_) => {
+                self.unlink(w);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes a resolved waiter from the queue, clearing `WAITERS` if it
+    /// was the last.
+    fn unlink(&self, w: &Arc<Waiter>) {
+        let mut q = lock(&self.queue);
+        if let Some(pos) = q.waiters.iter().position(|x| Arc::ptr_eq(x, w)) {
+            q.waiters.remove(pos);
+        }
+        if q.waiters.is_empty() {
+            let s = self.state.load(Ordering::Acquire);
+            if s & WAITERS != 0 {
+                if self.parts.is_some() {
+                    self.update(|s| s & !WAITERS);
+                } else {
+                    self.store_stable(s, s & !WAITERS);
+                }
+            }
+        }
     }
 
     /// Withdraws a queued acquirer. Returns `true` if it held a granted
     /// permit, which this call has given back.
     pub(crate) fn cancel(&self, w: &Arc<Waiter>) -> bool {
         if w.finish(CANCELLED, 0).is_some() {
-            let mut q = lock(&self.queue);
-            if let Some(pos) = q.waiters.iter().position(|x| Arc::ptr_eq(x, w)) {
-                q.waiters.remove(pos);
-            }
-            if q.waiters.is_empty() {
-                let s = self.state.load(Ordering::Acquire);
-                if s & WAITERS != 0 {
-                    self.store_stable(s, s & !WAITERS);
-                }
-            }
+            self.unlink(w);
             false
         } else if w.state.load(Ordering::Acquire) == GRANTED {
-            self.release();
+            self.release_from(w.slot);
             true
         } else {
             false
@@ -457,50 +850,46 @@ impl Pool {
     /// the caller's locks).
     pub(crate) fn set_limit_deferred(&self, limit: usize) -> (usize, Woken) {
         let limit = limit.min(MAX_PERMITS);
-        let mut woken = Woken(Vec::new());
-        let old;
-        {
-            let mut q = lock(&self.queue);
-            let mut s = self.state.load(Ordering::Acquire);
+        let mut woken = Woken::default();
+        let mut q = lock(&self.queue);
+        let s = self.state.load(Ordering::Acquire);
+        if let Some(t) = self.parts.as_deref() {
+            let limit = limit.min(MAX_PARTITIONED_LIMIT);
+            let old = limit_of(self.update(|s| with_limit(s, limit)));
+            t.set_limit(limit);
             if s & WAITERS != 0 {
-                // Stable under the lock: only we may change the word.
-                old = limit_of(s);
-                let mut next = with_limit(s, limit);
-                while in_flight_of(next) < limit {
-                    let Some(w) = q.waiters.pop_front() else {
-                        break;
-                    };
-                    if let Some(waker) = w.finish(GRANTED, next) {
-                        next += 1;
-                        woken.0.extend(waker);
-                    }
-                }
-                if q.waiters.is_empty() {
-                    next &= !WAITERS;
-                }
-                self.store_stable(s, next);
-            } else {
-                loop {
-                    match self.state.compare_exchange(
-                        s,
-                        with_limit(s, limit),
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    ) {
-                        Ok(prev) => {
-                            old = limit_of(prev);
-                            break;
-                        }
-                        Err(actual) => s = actual,
-                    }
-                }
+                let granted = self.grant_part(&mut q, t, &mut woken);
+                let empty = q.waiters.is_empty();
+                self.update(|s| {
+                    let next = s + granted;
+                    if empty { next & !WAITERS } else { next }
+                });
             }
+            return (old, woken);
         }
-        (old, woken)
+        if s & WAITERS != 0 {
+            // Stable under the lock: only we may change the word.
+            let mut seats = Seats::Plain {
+                next: with_limit(s, limit),
+            };
+            grant(&mut q, &mut seats, &mut woken);
+            let Seats::Plain { mut next } = seats else {
+                unreachable!("plain seats stay plain");
+            };
+            if q.waiters.is_empty() {
+                next &= !WAITERS;
+            }
+            self.store_stable(s, next);
+            (limit_of(s), woken)
+        } else {
+            let old = limit_of(self.update(|s| with_limit(s, limit)));
+            (old, woken)
+        }
     }
 
     /// Closes the pool: no admission succeeds afterwards and every queued
-    /// waiter wakes with [`PoolClosed`]. Returns `true` on the first call.
+    /// waiter wakes with [`Refused::Closed`]. Returns `true` on the first
+    /// call.
     pub(crate) fn close(&self) -> bool {
         let (first, waiters, drained) = {
             let mut q = lock(&self.queue);
@@ -571,6 +960,49 @@ impl Pool {
         let waiting = std::mem::take(&mut lock(&self.queue).drain);
         for (_, w) in waiting {
             w.wake();
+        }
+    }
+}
+
+/// Serves the queue: grants the waiters `seats` admits, in the discipline's
+/// order, and resolves those past their deadline; returns the grants.
+fn grant(q: &mut Queue, seats: &mut Seats<'_>, woken: &mut Woken) -> u64 {
+    let now = q.now();
+    if q.discipline.timeout.is_some() {
+        q.sweep(now, woken);
+    }
+    let mut granted = 0;
+    while let Some(i) = q.discipline.pick(&q.waiters, now, |w| seats.admissible(w)) {
+        let w = q.waiters[i].clone();
+        let Some(at) = seats.take(&w) else {
+            // A lock-free admission took the room first: pick again.
+            continue;
+        };
+        q.waiters.remove(i);
+        match w.finish(GRANTED, at) {
+            Some(waker) => {
+                granted += 1;
+                woken.push(waker);
+            }
+            // Withdrawn meanwhile: the permit stays free.
+            None => seats.undo(&w),
+        }
+    }
+    // Nobody left that this grant could serve: drop withdrawn entries so an
+    // empty queue clears `WAITERS`.
+    if seats.admissible_any() {
+        q.waiters.retain(|w| w.is_waiting());
+    }
+    granted
+}
+
+impl Seats<'_> {
+    /// Whether a permit is still free for some partition (unpartitioned:
+    /// free at all).
+    fn admissible_any(&self) -> bool {
+        match self {
+            Seats::Plain { next } => in_flight_of(*next) < limit_of(*next),
+            Seats::Part { .. } => true,
         }
     }
 }
@@ -673,6 +1105,78 @@ mod tests {
         assert_eq!(p.available(), 1);
     }
 
+    /// Queues `n` waiters of `class` on `p`; returns their nodes.
+    fn queue_up(
+        p: &Pool,
+        cx: &mut Context<'_>,
+        class: Class,
+        n: usize,
+    ) -> Vec<Option<Arc<Waiter>>> {
+        (0..n)
+            .map(|_| {
+                let mut node = None;
+                assert!(p.poll_acquire_as(&mut node, cx, class).is_pending());
+                node
+            })
+            .collect()
+    }
+
+    fn granted(p: &Pool, cx: &mut Context<'_>, nodes: &mut [Option<Arc<Waiter>>]) -> Vec<usize> {
+        (0..nodes.len())
+            .filter(|&i| {
+                nodes[i].is_some()
+                    && matches!(p.poll_acquire(&mut nodes[i], cx), Poll::Ready(Ok(_)))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn queue_growth_grants_waiters_at_once_and_a_shrink_grants_none() {
+        // Spec §6: limit 4 → 5 with 3 waiters: one granted at once; 4 → 3
+        // then one release: no grant (debt).
+        let p = Pool::with(
+            4,
+            QueuePolicy::new()
+                .max_waiters(10)
+                .discipline()
+                .expect("valid"),
+            None,
+            None,
+        );
+        let waker = Waker::from(std::sync::Arc::new(CountWaker::default()));
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..4 {
+            p.try_acquire().expect("free");
+        }
+        let mut nodes = queue_up(&p, &mut cx, Class::default(), 3);
+        p.set_limit(5);
+        assert_eq!(granted(&p, &mut cx, &mut nodes), [0]);
+        p.set_limit(3);
+        p.release();
+        assert!(granted(&p, &mut cx, &mut nodes).is_empty());
+        assert_eq!((p.in_flight(), p.debt()), (4, 1));
+        invariant(&p);
+    }
+
+    #[test]
+    fn queue_priority_order_then_arrival_order_within_a_priority() {
+        let p = Pool::new(1);
+        let waker = Waker::from(std::sync::Arc::new(CountWaker::default()));
+        let mut cx = Context::from_waker(&waker);
+        p.try_acquire().expect("free");
+        let prio = |n| Class::default().with_priority(n);
+        let mut nodes = Vec::new();
+        for n in [0, 5, 0, 9] {
+            nodes.extend(queue_up(&p, &mut cx, prio(n), 1));
+        }
+        let mut order = Vec::new();
+        for _ in 0..4 {
+            p.release();
+            order.extend(granted(&p, &mut cx, &mut nodes));
+        }
+        assert_eq!(order, [3, 1, 0, 2]);
+    }
+
     #[test]
     fn close_wakes_waiters_and_drains() {
         let p = Pool::new(1);
@@ -688,7 +1192,7 @@ mod tests {
         assert!(!p.close());
         assert!(matches!(
             p.poll_acquire(&mut a, &mut cx),
-            Poll::Ready(Err(PoolClosed))
+            Poll::Ready(Err(Refused::Closed))
         ));
         assert_eq!(p.try_acquire(), Err(TryFail::Closed));
         p.release();
@@ -699,6 +1203,9 @@ mod tests {
 
 #[cfg(all(test, not(adaptx_loom)))]
 mod tests_prop;
+
+#[cfg(all(test, not(adaptx_loom)))]
+mod tests_partition;
 
 #[cfg(all(test, adaptx_loom))]
 mod loom;

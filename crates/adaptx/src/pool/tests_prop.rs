@@ -31,7 +31,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
 
 use super::{
-    Admission, CANCELLED, CLOSED_OUT, GRANTED, PoolClosed, TryFail, WAITERS, WAITING, Waiter,
+    Admission, CANCELLED, CLOSED_OUT, GRANTED, Refused, TryFail, WAITERS, WAITING, Waiter,
 };
 use super::{Pool, in_flight_of, limit_of};
 use crate::sync::{Arc, Ordering, lock};
@@ -237,7 +237,7 @@ impl Model {
                 let mut node = None;
                 let r = pool.poll_acquire(&mut node, &mut Context::from_waker(&w));
                 if self.closed {
-                    assert!(matches!(r, Poll::Ready(Err(PoolClosed))), "{r:?}");
+                    assert!(matches!(r, Poll::Ready(Err(Refused::Closed))), "{r:?}");
                     assert!(node.is_none());
                     assert_eq!(c.count(), 0);
                 } else if self.in_flight < self.limit {
@@ -303,7 +303,7 @@ impl Model {
                         self.held += 1;
                     }
                     Expect::ClosedOut => {
-                        assert!(matches!(r, Poll::Ready(Err(PoolClosed))), "{r:?}");
+                        assert!(matches!(r, Poll::Ready(Err(Refused::Closed))), "{r:?}");
                         assert!(s.node.is_none());
                         self.slots.remove(i);
                         self.fix_queue_after_remove(i);
