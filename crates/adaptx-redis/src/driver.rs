@@ -120,7 +120,7 @@ impl Driver {
                     self.expire_lease(now).await;
                 }
                 if self.shared.mode.load(Ordering::Acquire) == FLEET
-                    && self.shared.refill_wanted.load(Ordering::Acquire)
+                    && self.shared.pool.refill_wanted()
                     && Instant::now() >= self.refill_not_before
                 {
                     self.lease(0).await;
@@ -142,7 +142,7 @@ impl Driver {
             return self.next_probe;
         }
         let mut due = self.next_report;
-        if self.shared.refill_wanted.load(Ordering::Acquire) {
+        if self.shared.pool.refill_wanted() {
             due = due.min(self.refill_not_before);
         }
         due
@@ -168,7 +168,7 @@ impl Driver {
         let demand = c.admitted.load(Ordering::Relaxed) + c.rejected.load(Ordering::Relaxed);
         let (last, at) = std::mem::replace(&mut self.demand_mark, (demand, now));
         let elapsed = now.saturating_duration_since(at).as_secs_f64();
-        let old = self.shared.lease_size.load(Ordering::Relaxed).max(1);
+        let old = self.shared.pool.lease_size().max(1);
         let want = if elapsed > 0.0 {
             let per_sec = demand.saturating_sub(last) as f64 / elapsed;
             (per_sec * self.config.lease_window.as_secs_f64()).ceil() as u64
@@ -178,15 +178,21 @@ impl Driver {
         let k = want
             .clamp((old / 2).max(1), old.saturating_mul(2))
             .clamp(1, self.config.max_lease);
-        self.shared.lease_size.store(k, Ordering::Relaxed);
+        self.shared.pool.set_lease_size(k);
         k
     }
 
     /// Takes a lease (handing back `refund` unused tokens first).
     async fn lease(&mut self, refund: u64) {
-        self.shared.refill_wanted.store(false, Ordering::Release);
         let now = Instant::now();
-        let want = if refund > 0 { 0 } else { self.size_lease(now) };
+        // Only a lease that asks for tokens answers the refill request: a
+        // take-back's refund must not clear one a taker made meanwhile.
+        let want = if refund > 0 {
+            0
+        } else {
+            self.shared.pool.begin_refill();
+            self.size_lease(now)
+        };
         let common = self.common();
         let mut conn = self.conn.clone();
         let result = self
@@ -212,8 +218,7 @@ impl Driver {
         add(&c.tokens_returned, refund);
         s.rate.store(g.rate, Ordering::Relaxed);
         s.epoch.store(g.epoch, Ordering::Relaxed);
-        let granted = i64::try_from(g.granted).unwrap_or(i64::MAX);
-        s.pool.fetch_add(granted, Ordering::AcqRel);
+        s.pool.grant(g.granted);
         let now = Instant::now();
         if g.granted == 0 && g.retry_after_us > 0 {
             s.retry_hint_us.store(g.retry_after_us, Ordering::Relaxed);
@@ -226,7 +231,7 @@ impl Driver {
 
     /// Hands back a lease nobody touched for a report period.
     async fn expire_lease(&mut self, now: Instant) {
-        let pool = self.shared.pool.load(Ordering::Acquire);
+        let pool = self.shared.pool.level();
         if pool != self.pool_seen.0 || pool <= 0 {
             self.pool_seen = (pool, now);
             return;
@@ -235,14 +240,9 @@ impl Driver {
             return;
         }
         // Only if still untouched: a take in between keeps the lease.
-        if self
-            .shared
-            .pool
-            .compare_exchange(pool, 0, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-        {
+        if let Some(refund) = self.shared.pool.take_back_idle(pool) {
             self.pool_seen = (0, now);
-            self.lease(u64::try_from(pool).unwrap_or(0)).await;
+            self.lease(refund).await;
         }
     }
 
@@ -359,12 +359,12 @@ impl Driver {
         s.mode.store(LOCAL, Ordering::Release);
         // Leased tokens are dropped (the fleet already counted them);
         // a debt is forgiven.
-        let left = s.pool.swap(0, Ordering::AcqRel);
+        let left = s.pool.drain();
         add(
             &s.counters.tokens_abandoned,
             u64::try_from(left).unwrap_or(0),
         );
-        s.lease_size.store(1, Ordering::Relaxed);
+        s.pool.set_lease_size(1);
         add(&s.counters.fallbacks, 1);
         self.backoff = self.config.backoff_min;
         self.next_probe = Instant::now() + self.jittered(self.backoff);
@@ -426,8 +426,7 @@ impl Driver {
         let s = &self.shared;
         s.rate.store(g.rate, Ordering::Relaxed);
         s.epoch.store(g.epoch, Ordering::Relaxed);
-        s.pool.store(0, Ordering::Release);
-        s.lease_size.store(1, Ordering::Relaxed);
+        s.pool.reset();
         s.mode.store(FLEET, Ordering::Release);
         *s.local() = None;
         // Feedback gathered meanwhile belongs to no interval the fleet has.
@@ -451,7 +450,7 @@ impl Driver {
     /// The last handle is gone: hand back the unused lease.
     async fn shutdown(&mut self) {
         if self.shared.mode.load(Ordering::Acquire) == FLEET {
-            let left = self.shared.pool.swap(0, Ordering::AcqRel);
+            let left = self.shared.pool.drain();
             if left > 0 {
                 self.lease(u64::try_from(left).unwrap_or(0)).await;
             }

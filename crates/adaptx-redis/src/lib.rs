@@ -7,8 +7,10 @@ mod driver;
 mod error;
 mod limiter;
 mod permit;
+mod pool;
 mod script;
 mod stats;
+mod sync;
 #[cfg(feature = "tower")]
 mod tower;
 

@@ -15,9 +15,13 @@
 //! credit line the request is rejected with the last retry hint.
 //!
 //! When a take leaves the pool at or below the low-water mark (a quarter
-//! of a lease), the hot path sets `refill_wanted` and, on its
-//! false → true edge only, wakes the driver (`Notify::notify_one`, which
-//! takes tokio's waiter lock: once per lease, not per request).
+//! of a lease), or is refused, the hot path sets `refill_wanted` and, on
+//! its false → true edge only, wakes the driver (`Notify::notify_one`,
+//! which takes tokio's waiter lock: once per lease, not per request).
+//! The pool, its invariants (no token lost or admitted twice, at most one
+//! lease of credit, a grant pays the debt first, the idle take-back never
+//! takes an admitted token, no lost refill request) and their loom models
+//! are in [`crate::pool`].
 //!
 //! Locks: `local` (a `std` mutex) holds the fallback bucket; it is taken
 //! only in [`FleetMode::Local`] (to clone the bucket's handle) and by the
@@ -26,7 +30,7 @@
 //! operations per admission.
 
 use std::fmt;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -35,6 +39,7 @@ use tokio::sync::Notify;
 
 use crate::builder::Config;
 use crate::driver::Driver;
+use crate::pool::LeasePool;
 use crate::stats::{Counters, FleetMode, FleetStats, add, get};
 use crate::{BuildError, FleetPermit, FleetRateLimiterBuilder};
 
@@ -45,12 +50,8 @@ pub(crate) const LOCAL: u8 = 1;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) mode: AtomicU8,
-    /// Leased tokens left; negative while admitting on credit.
-    pub(crate) pool: AtomicI64,
-    /// The current lease size K: the credit line, and what the driver asks
-    /// for.
-    pub(crate) lease_size: AtomicU64,
-    pub(crate) refill_wanted: AtomicBool,
+    /// The current lease's tokens (see [`LeasePool`] for its invariants).
+    pub(crate) pool: LeasePool,
     pub(crate) wake: Notify,
     pub(crate) stop: AtomicBool,
     /// The fleet's rate, epoch and live instances, as last seen.
@@ -67,9 +68,7 @@ impl Shared {
     fn new(rate: u64, instances: u64) -> Self {
         Self {
             mode: AtomicU8::new(FLEET),
-            pool: AtomicI64::new(0),
-            lease_size: AtomicU64::new(1),
-            refill_wanted: AtomicBool::new(true),
+            pool: LeasePool::new(),
             wake: Notify::new(),
             stop: AtomicBool::new(false),
             rate: AtomicU64::new(rate),
@@ -87,32 +86,16 @@ impl Shared {
         self.local.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Asks the driver for a lease, waking it on the edge only.
-    #[inline]
-    fn want_refill(&self) {
-        if !self.refill_wanted.load(Ordering::Relaxed)
-            && !self.refill_wanted.swap(true, Ordering::AcqRel)
-        {
-            self.wake.notify_one();
-        }
-    }
-
-    /// Takes one token from the lease pool, on credit down to minus one
-    /// lease. Returns the tokens left (0 when in debt).
+    /// Takes one token from the lease pool (on credit down to minus one
+    /// lease), waking the driver when the pool asks for a refill. Returns
+    /// the tokens left (0 when in debt).
     #[inline]
     fn take(&self) -> Option<u64> {
-        let credit = i64::try_from(self.lease_size.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
-        let prev = self
-            .pool
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                (p > -credit).then(|| p - 1)
-            })
-            .ok()?;
-        let left = prev - 1;
-        if left <= credit / 4 {
-            self.want_refill();
+        let take = self.pool.take();
+        if take.wake {
+            self.wake.notify_one();
         }
-        Some(u64::try_from(left).unwrap_or(0))
+        take.left.map(|left| u64::try_from(left).unwrap_or(0))
     }
 }
 
@@ -265,7 +248,6 @@ impl FleetRateLimiter {
                 Ok(FleetPermit::fleet(Arc::clone(s), rate, left))
             }
             None => {
-                s.want_refill();
                 add(&s.counters.rejected, 1);
                 let wait = Duration::from_micros(s.retry_hint_us.load(Ordering::Relaxed));
                 Err(RateLimited::new(wait, rate))
@@ -300,7 +282,7 @@ impl FleetRateLimiter {
             local_rate: local_rate.filter(|_| mode_of(s) == FleetMode::Local),
             instances: s.instances.load(Ordering::Relaxed),
             epoch: s.epoch.load(Ordering::Relaxed),
-            lease_size: s.lease_size.load(Ordering::Relaxed),
+            lease_size: s.pool.lease_size(),
             admitted: get(&c.admitted),
             admitted_local: get(&c.admitted_local),
             rejected: get(&c.rejected),
@@ -345,60 +327,5 @@ mod tests {
         send_sync::<FleetPermit>();
         send_sync::<FleetStats>();
         send_sync::<FleetRateLimiterBuilder>();
-    }
-
-    /// The pool admits on credit down to minus one lease, then refuses; the
-    /// driver is asked for a lease once (on the edge), at the low-water mark.
-    #[test]
-    fn pool_admits_on_credit_of_one_lease() {
-        let s = Shared::new(100, 1);
-        s.refill_wanted.store(false, Ordering::Relaxed);
-        s.lease_size.store(8, Ordering::Relaxed);
-        s.pool.store(8, Ordering::Relaxed);
-        let mut left = vec![];
-        while let Some(l) = s.take() {
-            left.push(l);
-        }
-        // 8 leased + 8 on credit; below the credit line nothing.
-        assert_eq!(left.len(), 16);
-        assert_eq!(&left[..8], &[7, 6, 5, 4, 3, 2, 1, 0]);
-        assert_eq!(s.pool.load(Ordering::Relaxed), -8);
-        assert!(s.refill_wanted.load(Ordering::Relaxed));
-        // A grant pays the debt first.
-        s.pool.fetch_add(10, Ordering::Relaxed);
-        assert_eq!(s.take(), Some(1));
-    }
-
-    /// Many threads taking while a refiller grants: every token taken was
-    /// granted or is the final debt — none lost, none taken twice.
-    #[test]
-    fn pool_loses_and_duplicates_no_token() {
-        let s = Arc::new(Shared::new(100, 1));
-        s.lease_size.store(4, Ordering::Relaxed);
-        let taken = Arc::new(AtomicU64::new(0));
-        let granted = 20_000i64;
-        std::thread::scope(|scope| {
-            for _ in 0..3 {
-                let (s, taken) = (Arc::clone(&s), Arc::clone(&taken));
-                scope.spawn(move || {
-                    for _ in 0..20_000 {
-                        if s.take().is_some() {
-                            taken.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                });
-            }
-            let s = Arc::clone(&s);
-            scope.spawn(move || {
-                for _ in 0..granted / 4 {
-                    s.pool.fetch_add(4, Ordering::AcqRel);
-                    std::thread::yield_now();
-                }
-            });
-        });
-        let pool = s.pool.load(Ordering::Relaxed);
-        let taken = i64::try_from(taken.load(Ordering::Relaxed)).unwrap_or(i64::MAX);
-        assert_eq!(taken, granted - pool, "taken {taken}, pool {pool}");
-        assert!(pool >= -4, "credit exceeded: {pool}");
     }
 }
