@@ -147,3 +147,39 @@ fn window_summary_mean_ok_rtt_leaves_fast_failures_out() {
     let s = seen.lock().expect("not poisoned")[1];
     assert_eq!((s.samples, s.mean_ok_rtt_nanos), (1, 0.0));
 }
+
+/// At `min_limit` no decrease can move the epoch, so every failure would
+/// be fresh and close a window (a lock and a law run per failure, and a
+/// fixed limit — `min_limit == max_limit` — would do it forever): there the
+/// window runs its length.
+#[test]
+fn a_reacting_law_at_min_limit_does_not_close_a_window_per_failure() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let clock = ManualClock::new();
+    let limiter = Limiter::builder()
+        .law(Recorder {
+            seen: seen.clone(),
+            react: true,
+            hold: false,
+        })
+        .initial_limit(10)
+        .min_limit(10)
+        .max_limit(10)
+        .warmup_samples(0)
+        .sample_window(Duration::from_secs(1))
+        .clock(clock.clone())
+        .build()
+        .expect("valid configuration");
+    for _ in 0..50 {
+        let p = limiter.try_acquire_owned().expect("under the limit");
+        clock.advance(MS);
+        p.failure();
+    }
+    assert!(seen.lock().expect("not poisoned").is_empty());
+    clock.advance(Duration::from_secs(1));
+    limiter.try_acquire_owned().expect("free").failure();
+    let s = seen.lock().expect("not poisoned").clone();
+    assert_eq!(s.len(), 1, "one window, closed on time");
+    assert_eq!(s[0].failures, 51);
+    assert_eq!(limiter.limit(), 10);
+}

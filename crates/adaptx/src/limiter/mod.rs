@@ -242,12 +242,17 @@ impl Inner {
                 let start = w.start.load(Ordering::Acquire);
                 let age = now.saturating_sub(start);
                 // A fresh overload failure closes the window at once when the
-                // law asks for it; a stale one (admitted before the epoch
-                // moved) never does, so it takes no lock. An adaptive window
+                // law asks for it and the limit can still go down (at
+                // `min_limit` no decrease moves the epoch, so every failure
+                // would close a window); a stale one (admitted before the
+                // epoch moved) never does, so it takes no lock. An adaptive window
                 // closes once it is old enough and holds enough samples
                 // (`early` is u64::MAX when that is off: one load on this
                 // line and a comparison).
-                let react = !success && self.react_to_first_failure && epoch == w.epoch();
+                let react = !success
+                    && self.react_to_first_failure
+                    && epoch == w.epoch()
+                    && self.hot.pool.limit() > self.cfg.min_limit;
                 if react
                     || age >= self.window_nanos
                     || (age >= w.early() && w.started() >= self.min_samples)
