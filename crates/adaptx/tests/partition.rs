@@ -202,6 +202,7 @@ fn partition_limit_changes_recompute_the_reservations() {
     // The limit moves through the law: a failure halves 10 → 5 (AIMD).
     let clock = adaptx::ManualClock::new();
     let l = Limiter::builder()
+        .algorithm(adaptx::Algorithm::Aimd)
         .initial_limit(10)
         .warmup_samples(0)
         .jitter(0.0)

@@ -155,8 +155,6 @@ pub(crate) enum Ending {
     },
     /// Outcome without a latency sample.
     Skipped(Outcome),
-    /// No outcome: the permit was dropped.
-    Dropped,
 }
 
 impl Inner {
@@ -265,8 +263,16 @@ impl Inner {
             } else {
                 Event::SkippedFail
             }),
-            Ending::Dropped => self.hot.window.count(Event::Dropped),
         }
+        self.hot.pool.release_from(slot);
+    }
+
+    /// [`finish`](Inner::finish) of a dropped permit. Out of line, so that
+    /// the permit's drop glue stays small enough to inline: a permit whose
+    /// outcome was recorded then drops for free.
+    #[inline(never)]
+    pub(crate) fn finish_dropped(&self, slot: u8) {
+        self.hot.window.count(Event::Dropped);
         self.hot.pool.release_from(slot);
     }
 

@@ -225,11 +225,11 @@ impl<'a> Permit<'a> {
 }
 
 impl Drop for Permit<'_> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
         if !self.done {
             self.done = true;
-            self.holder.finish(Ending::Dropped, self.slot);
+            self.holder.finish_dropped(self.slot);
         }
     }
 }

@@ -21,7 +21,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use ::loom::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use ::loom::thread;
 
-use super::{Admission, GRANTED, Pool, Refused, TryFail, WAITERS, Waiter};
+use super::{Admission, GRANTED, PART_WAITERS, Pool, Refused, TryFail, WAITERS, Waiter};
 use crate::sync::{Arc, Ordering, lock, loom_model as model};
 
 /// A waker that unparks a loom thread.
@@ -476,12 +476,14 @@ fn loom_partitioned_waiter_races_release() {
 }
 
 /// A partitioned pool at rest: the table's counts sum to the state word's
-/// in-flight count, and `WAITERS` is set exactly when someone is queued.
+/// in-flight count, `PART_WAITERS` is set exactly when someone is queued,
+/// and `WAITERS` (which diverts the unpartitioned fast paths) always is.
 fn assert_quiescent_partitioned(pool: &Pool) {
     let t = pool.table().expect("partitioned");
     let used: usize = (0..super::MAX_PARTITIONS).map(|j| t.used(j)).sum();
     assert_eq!(used, pool.in_flight());
     let s = pool.state.load(Ordering::Acquire);
     let queued = !lock(&pool.queue).waiters.is_empty();
-    assert_eq!(s & WAITERS != 0, queued, "WAITERS bit vs queue");
+    assert_eq!(s & PART_WAITERS != 0, queued, "PART_WAITERS bit vs queue");
+    assert_ne!(s & WAITERS, 0, "a partitioned pool keeps WAITERS set");
 }

@@ -9,7 +9,16 @@
 //! | 0..=30  | `in_flight` | permits held (admitted operations, and permits handed to a waiter that has not yet seen them) |
 //! | 31..=61 | `limit`     | the live limit                                       |
 //! | 62      | `CLOSED`    | the pool is closed: no admission ever again          |
-//! | 63      | `WAITERS`   | the wait queue is not empty                          |
+//! | 63      | `WAITERS`   | the wait queue is not empty; always set when partitioned |
+//!
+//! A partitioned pool keeps `WAITERS` set for its whole life, so that the
+//! unpartitioned fast paths, which test that bit anyway (admission with the
+//! same mask as `CLOSED`, release before its CAS), divert it to the
+//! partitioned ones without a branch of their own: the unpartitioned hot
+//! path pays nothing for partitions. A partitioned limit is at most
+//! [`MAX_PARTITIONED_LIMIT`], so the limit field's top bit (61) is free
+//! there; it holds `PART_WAITERS`, the partitioned pool's "the wait queue
+//! is not empty", and is masked out wherever the limit is read.
 //!
 //! The number of free permits and the shrink debt are *derived*, not stored:
 //! `available = max(0, limit − in_flight)` and `debt = max(0, in_flight −
@@ -29,8 +38,8 @@
 //! Waiters queue in a mutex-protected `VecDeque`, served in the order of
 //! the queue's discipline ([`queue`]: bound, per-waiter deadline, FIFO /
 //! LIFO / adaptive LIFO, priorities, lowest priority shed first). The
-//! `WAITERS` bit is set (under the queue lock) only while the queue is
-//! non-empty; it is cleared under the lock when the queue empties. While it
+//! waiters bit (`WAITERS`, partitioned `PART_WAITERS`) is set (under the
+//! queue lock) only while the queue is non-empty; it is cleared under the lock when the queue empties. While it
 //! is set, every path that could free a permit (release, growth, close)
 //! takes the queue lock, so a free permit is handed to the waiter the
 //! discipline picks instead of to a barging `try_acquire`.
@@ -47,8 +56,9 @@
 //! decision) then counts the permit in the state word (undone only if the
 //! pool closed in between); release gives the table's count back first. A
 //! waiter loads the state word, then the table, and queues only if its CAS
-//! setting `WAITERS` finds the word it loaded, so a release either freed
-//! its room before the waiter looked or sees `WAITERS` and serves the queue.
+//! setting `PART_WAITERS` finds the word it loaded, so a release either
+//! freed its room before the waiter looked or sees `PART_WAITERS` and serves
+//! the queue.
 //!
 //! A permit handed to a waiter is counted in `in_flight` at the moment it is
 //! handed over; the waiter's node records the state word of the hand-over so
@@ -85,6 +95,9 @@ const COUNT_MASK: u64 = (1 << 31) - 1;
 const LIMIT_SHIFT: u32 = 31;
 const CLOSED: u64 = 1 << 62;
 const WAITERS: u64 = 1 << 63;
+/// Partitioned pools only: the wait queue is not empty (the limit field's top
+/// bit, which a partitioned limit never uses).
+const PART_WAITERS: u64 = 1 << 61;
 
 /// The largest limit or in-flight count the state word can hold.
 pub(crate) const MAX_PERMITS: usize = COUNT_MASK as usize;
@@ -347,11 +360,14 @@ impl Pool {
         clock: Option<AnyClock>,
     ) -> Self {
         debug_assert!(limit <= MAX_PERMITS);
+        let mut state = with_limit(0, limit);
         if let Some(t) = &parts {
+            debug_assert!(limit <= MAX_PARTITIONED_LIMIT);
             t.set_limit(limit);
+            state |= WAITERS;
         }
         Self {
-            state: AtomicU64::new(with_limit(0, limit)),
+            state: AtomicU64::new(state),
             queue: Box::new(Mutex::new(Queue {
                 discipline,
                 clock,
@@ -366,10 +382,38 @@ impl Pool {
         self.parts.as_deref()
     }
 
+    /// The bit of the state word that says "the wait queue is not empty":
+    /// `WAITERS` unpartitioned, `PART_WAITERS` partitioned.
+    #[inline]
+    pub(crate) fn waiters_bit(&self) -> u64 {
+        if self.parts.is_some() {
+            PART_WAITERS
+        } else {
+            WAITERS
+        }
+    }
+
+    /// `s` with a partitioned pool's `PART_WAITERS` taken out of the limit
+    /// field.
+    #[inline]
+    fn plain(&self, s: u64) -> u64 {
+        if self.parts.is_some() {
+            s & !PART_WAITERS
+        } else {
+            s
+        }
+    }
+
+    /// The state word, limit field plain.
+    #[inline]
+    fn word(&self) -> u64 {
+        self.plain(self.state.load(Ordering::Acquire))
+    }
+
     /// The live limit.
     #[inline]
     pub(crate) fn limit(&self) -> usize {
-        limit_of(self.state.load(Ordering::Acquire))
+        limit_of(self.word())
     }
 
     /// Permits held.
@@ -387,21 +431,21 @@ impl Pool {
     /// `(limit, in_flight, closed)` from one load.
     #[inline]
     pub(crate) fn snapshot(&self) -> (usize, usize, bool) {
-        let s = self.state.load(Ordering::Acquire);
+        let s = self.word();
         (limit_of(s), in_flight_of(s), s & CLOSED != 0)
     }
 
     /// Free permits now (a hint).
     #[inline]
     pub(crate) fn available(&self) -> usize {
-        let s = self.state.load(Ordering::Acquire);
+        let s = self.word();
         limit_of(s).saturating_sub(in_flight_of(s))
     }
 
     /// Shrink debt now: permits that releases will retire.
     #[inline]
     pub(crate) fn debt(&self) -> usize {
-        let s = self.state.load(Ordering::Acquire);
+        let s = self.word();
         in_flight_of(s).saturating_sub(limit_of(s))
     }
 
@@ -419,26 +463,20 @@ impl Pool {
 
     /// Takes a permit for partition `slot` (ignored without partitions) if
     /// one is free and nobody queued is owed it.
+    ///
+    /// The unpartitioned admission CAS: `in_flight += 1` while
+    /// `in_flight < limit`. A closed pool, a queue (which unpartitioned
+    /// implies `in_flight >= limit`, so a barging caller cannot overtake a
+    /// waiter) and a partitioned pool (`WAITERS` always set) all leave by
+    /// the one test of `CLOSED | WAITERS`.
     #[inline(always)]
     pub(crate) fn try_acquire_as(&self, slot: u8) -> Result<Admission, TryFail> {
-        if let Some(t) = self.parts.as_deref() {
-            return self.try_acquire_part(t, slot);
-        }
-        // `WAITERS` implies `in_flight >= limit`, so the limit check also
-        // keeps a barging caller from overtaking queued waiters.
-        self.count(true)
-    }
-
-    /// The admission CAS on the state word: `in_flight += 1` unless closed
-    /// or, with `check_limit`, unless `in_flight >= limit`.
-    #[inline(always)]
-    fn count(&self, check_limit: bool) -> Result<Admission, TryFail> {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
-            if s & CLOSED != 0 {
-                return Err(TryFail::Closed);
+            if s & (CLOSED | WAITERS) != 0 {
+                return self.try_acquire_flagged(s, slot).map(Admission::of);
             }
-            if check_limit && in_flight_of(s) >= limit_of(s) {
+            if in_flight_of(s) >= limit_of(s) {
                 return Err(TryFail::NoCapacity);
             }
             match self
@@ -451,17 +489,50 @@ impl Pool {
         }
     }
 
+    /// Admission when the word `s` had `CLOSED` or `WAITERS` set: the
+    /// partitioned admission, else a refusal. Returns the plain word before
+    /// the admission (a word, not an [`Admission`], so that it comes back in
+    /// registers and the caller's fast path keeps its result there too).
+    #[inline(never)]
+    fn try_acquire_flagged(&self, s: u64, slot: u8) -> Result<u64, TryFail> {
+        match self.parts.as_deref() {
+            Some(t) => self.try_acquire_part(t, s, slot),
+            None if s & CLOSED != 0 => Err(TryFail::Closed),
+            // `WAITERS` without partitions: `in_flight >= limit` at `s`.
+            None => Err(TryFail::NoCapacity),
+        }
+    }
+
+    /// The partitioned pool's count CAS on the state word: `in_flight += 1`
+    /// unless closed (the table has decided).
+    #[inline(always)]
+    fn count(&self) -> Result<u64, TryFail> {
+        let mut s = self.state.load(Ordering::Acquire);
+        loop {
+            if s & CLOSED != 0 {
+                return Err(TryFail::Closed);
+            }
+            match self
+                .state
+                .compare_exchange_weak(s, s + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(prev) => return Ok(prev & !PART_WAITERS),
+                Err(actual) => s = actual,
+            }
+        }
+    }
+
     /// The partitioned admission: the rule's CAS on the table, then the
     /// count in the state word. With waiters queued it runs under the queue
     /// lock (the waiters are all refused by the rule then, so the rule alone
     /// decides; see the module documentation).
-    #[inline(never)]
-    fn try_acquire_part(&self, t: &Table, slot: u8) -> Result<Admission, TryFail> {
-        let s = self.state.load(Ordering::Acquire);
+    /// `s` is the state word the caller just loaded.
+    #[inline]
+    fn try_acquire_part(&self, t: &Table, s: u64, slot: u8) -> Result<u64, TryFail> {
         if s & CLOSED != 0 {
             return Err(TryFail::Closed);
         }
-        if s & WAITERS != 0 {
+        if s & PART_WAITERS != 0 {
             return self.try_acquire_part_locked(t, slot);
         }
         if !t.try_take(usize::from(slot), limit_of(s)) {
@@ -471,9 +542,9 @@ impl Pool {
     }
 
     #[cold]
-    fn try_acquire_part_locked(&self, t: &Table, slot: u8) -> Result<Admission, TryFail> {
+    fn try_acquire_part_locked(&self, t: &Table, slot: u8) -> Result<u64, TryFail> {
         let _q = lock(&self.queue);
-        let s = self.state.load(Ordering::Acquire);
+        let s = self.word();
         if s & CLOSED != 0 {
             return Err(TryFail::Closed);
         }
@@ -486,8 +557,8 @@ impl Pool {
     /// Counts a permit the table just gave partition `slot` in the state
     /// word, or gives it back if the pool closed meanwhile.
     #[inline]
-    fn count_in(&self, t: &Table, slot: u8) -> Result<Admission, TryFail> {
-        self.count(false).inspect_err(|_| t.give(usize::from(slot)))
+    fn count_in(&self, t: &Table, slot: u8) -> Result<u64, TryFail> {
+        self.count().inspect_err(|_| t.give(usize::from(slot)))
     }
 
     /// Returns one permit of the default class.
@@ -499,22 +570,25 @@ impl Pool {
     /// Returns one permit of partition `slot`: to the next waiter if there is
     /// one and no debt, otherwise to the pool (or retires it while there is
     /// debt).
+    ///
+    /// A partitioned pool has `WAITERS` always set, so its releases leave the
+    /// unpartitioned CAS loop at its first test, for [`Pool::release_part`].
     #[inline(always)]
     pub(crate) fn release_from(&self, slot: u8) {
-        if let Some(t) = self.parts.as_deref() {
-            return self.release_part(t, slot);
-        }
-        if !self.uncount(self.state.load(Ordering::Relaxed)) {
-            self.release_slow();
+        let s = self.state.load(Ordering::Relaxed);
+        if !self.uncount(s, WAITERS) {
+            self.release_flagged(slot);
         }
     }
 
     /// The release CAS on the state word: `in_flight -= 1`, from `s` on,
-    /// unless `WAITERS` is set (then `false`: the queue must be served).
+    /// unless `waiters` (the pool's [`waiters_bit`](Pool::waiters_bit), or
+    /// `WAITERS` for the unpartitioned fast path) is set (then `false`: the
+    /// queue must be served, or the pool is partitioned).
     #[inline(always)]
-    fn uncount(&self, mut s: u64) -> bool {
+    fn uncount(&self, mut s: u64, waiters: u64) -> bool {
         loop {
-            if s & WAITERS != 0 {
+            if s & waiters != 0 {
                 return false;
             }
             debug_assert!(in_flight_of(s) > 0, "release without a permit");
@@ -531,6 +605,16 @@ impl Pool {
                 }
                 Err(actual) => s = actual,
             }
+        }
+    }
+
+    /// Release when the state word had `WAITERS` set: the partitioned
+    /// release, or serving the queue.
+    #[inline(never)]
+    fn release_flagged(&self, slot: u8) {
+        match self.parts.as_deref() {
+            Some(t) => self.release_part(t, self.state.load(Ordering::Acquire), slot),
+            None => self.release_slow(),
         }
     }
 
@@ -567,19 +651,19 @@ impl Pool {
     }
 
     /// The partitioned release. The table's count goes first, then the state
-    /// word's; a release that finds `WAITERS` set serves the queue under its
+    /// word's; a release that finds `PART_WAITERS` set serves the queue under its
     /// lock. A waiter is queued only after loading the state word and then
     /// the table (both under the lock, in that order), and only if its CAS
-    /// setting `WAITERS` finds the word it loaded: so either it saw this
-    /// release's table count, or this release's state CAS sees `WAITERS`.
-    #[inline(never)]
-    fn release_part(&self, t: &Table, slot: u8) {
-        let s = self.state.load(Ordering::Acquire);
-        if s & WAITERS != 0 {
+    /// setting `PART_WAITERS` finds the word it loaded: so either it saw this
+    /// release's table count, or this release's state CAS sees `PART_WAITERS`.
+    /// `s` is the state word the caller just loaded.
+    #[inline]
+    fn release_part(&self, t: &Table, s: u64, slot: u8) {
+        if s & PART_WAITERS != 0 {
             return self.release_part_slow(t, Some(slot));
         }
         t.give(usize::from(slot));
-        if !self.uncount(s) {
+        if !self.uncount(s, PART_WAITERS) {
             self.release_part_slow(t, None);
         }
     }
@@ -599,7 +683,7 @@ impl Pool {
             let empty = q.waiters.is_empty();
             let prev = self.update(|s| {
                 let next = s + granted - 1;
-                if empty { next & !WAITERS } else { next }
+                if empty { next & !PART_WAITERS } else { next }
             });
             let next = prev + granted - 1;
             next & CLOSED != 0 && in_flight_of(next) == 0
@@ -612,7 +696,7 @@ impl Pool {
 
     /// Grants every queued waiter the rule admits now; returns how many.
     fn grant_part(&self, q: &mut Queue, t: &Table, woken: &mut Woken) -> u64 {
-        let state = self.state.load(Ordering::Acquire);
+        let state = self.word();
         let mut seats = Seats::Part {
             table: t,
             limit: limit_of(state),
@@ -727,6 +811,7 @@ impl Pool {
         }
         let full = q.waiters.len() >= d.max_waiters;
         let mut flag = !full;
+        let bit = self.waiters_bit();
         let mut s = self.state.load(Ordering::Acquire);
         loop {
             if s & CLOSED != 0 {
@@ -749,20 +834,24 @@ impl Pool {
                 None => {}
                 // The state word is loaded before the table: see
                 // `release_part`.
-                Some(t) if t.try_take(usize::from(class.slot), limit_of(s)) => {
-                    return Poll::Ready(self.count_in(t, class.slot).map_err(|_| Refused::Closed));
+                Some(t) if t.try_take(usize::from(class.slot), limit_of(s & !PART_WAITERS)) => {
+                    return Poll::Ready(
+                        self.count_in(t, class.slot)
+                            .map(Admission::of)
+                            .map_err(|_| Refused::Closed),
+                    );
                 }
                 Some(_) => {}
             }
             if !flag {
                 break;
             }
-            if s & WAITERS != 0 {
+            if s & bit != 0 {
                 break;
             }
             match self
                 .state
-                .compare_exchange(s, s | WAITERS, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(s, s | bit, Ordering::AcqRel, Ordering::Acquire)
             {
                 Ok(_) => break,
                 Err(actual) => s = actual,
@@ -775,7 +864,7 @@ impl Pool {
             let Some(v) = d.victim(&q.waiters, now, class.priority) else {
                 return Poll::Ready(Err(Refused::Full));
             };
-            // The queue is not empty, so `WAITERS` is set.
+            // The queue is not empty, so the waiters bit is set.
             if let Some(w) = q.waiters.remove(v) {
                 woken.push(w.finish(SHED, 0).flatten());
             }
@@ -800,7 +889,7 @@ impl Pool {
         }
     }
 
-    /// Removes a resolved waiter from the queue, clearing `WAITERS` if it
+    /// Removes a resolved waiter from the queue, clearing the waiters bit if it
     /// was the last.
     fn unlink(&self, w: &Arc<Waiter>) {
         let mut q = lock(&self.queue);
@@ -809,12 +898,12 @@ impl Pool {
         }
         if q.waiters.is_empty() {
             let s = self.state.load(Ordering::Acquire);
-            if s & WAITERS != 0 {
-                if self.parts.is_some() {
-                    self.update(|s| s & !WAITERS);
-                } else {
-                    self.store_stable(s, s & !WAITERS);
+            if self.parts.is_some() {
+                if s & PART_WAITERS != 0 {
+                    self.update(|s| s & !PART_WAITERS);
                 }
+            } else if s & WAITERS != 0 {
+                self.store_stable(s, s & !WAITERS);
             }
         }
     }
@@ -855,14 +944,15 @@ impl Pool {
         let s = self.state.load(Ordering::Acquire);
         if let Some(t) = self.parts.as_deref() {
             let limit = limit.min(MAX_PARTITIONED_LIMIT);
-            let old = limit_of(self.update(|s| with_limit(s, limit)));
+            let prev = self.update(|s| with_limit(s, limit) | (s & PART_WAITERS));
+            let old = limit_of(prev & !PART_WAITERS);
             t.set_limit(limit);
-            if s & WAITERS != 0 {
+            if s & PART_WAITERS != 0 {
                 let granted = self.grant_part(&mut q, t, &mut woken);
                 let empty = q.waiters.is_empty();
                 self.update(|s| {
                     let next = s + granted;
-                    if empty { next & !WAITERS } else { next }
+                    if empty { next & !PART_WAITERS } else { next }
                 });
             }
             return (old, woken);
@@ -894,8 +984,9 @@ impl Pool {
         let (first, waiters, drained) = {
             let mut q = lock(&self.queue);
             let prev = self.state.fetch_or(CLOSED, Ordering::AcqRel);
-            if prev & WAITERS != 0 {
-                self.state.fetch_and(!WAITERS, Ordering::AcqRel);
+            let bit = self.waiters_bit();
+            if prev & bit != 0 {
+                self.state.fetch_and(!bit, Ordering::AcqRel);
             }
             (
                 prev & CLOSED == 0,

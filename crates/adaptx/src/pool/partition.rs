@@ -289,21 +289,32 @@ pub(crate) struct Rule {
 
 impl Rule {
     /// `R_j` for limit `l`, packed as in the `reserve` word.
+    ///
+    /// Allocates nothing: a limit change runs on the completion that closes
+    /// a window.
     pub(crate) fn reserves(&self, l: usize) -> u64 {
+        let n = self.count;
         let total = self.rho * l as f64;
-        let quota: Vec<f64> = self.pct[..self.count].iter().map(|p| total * p).collect();
+        let quota: [f64; MAX_PARTITIONS] = std::array::from_fn(|j| total * self.pct[j]);
         // Rounding noise must not eat a slot: 0.5 · 10 · 0.3 is 1.4999…
         let slots = (total + 1e-9).floor() as u64;
-        let mut r: Vec<u64> = quota.iter().map(|q| (q + 1e-9).floor() as u64).collect();
+        let mut r: [u64; MAX_PARTITIONS] = std::array::from_fn(|j| {
+            if j < n {
+                (quota[j] + 1e-9).floor() as u64
+            } else {
+                0
+            }
+        });
         let mut left = slots.saturating_sub(r.iter().sum());
-        let mut order: Vec<usize> = (0..self.count).collect();
-        order.sort_by(|&a, &b| {
+        let mut order: [usize; MAX_PARTITIONS] = std::array::from_fn(|j| j);
+        let order = &mut order[..n];
+        order.sort_unstable_by(|&a, &b| {
             let (ra, rb) = (quota[a] - r[a] as f64, quota[b] - r[b] as f64);
             rb.total_cmp(&ra)
                 .then(self.pct[b].total_cmp(&self.pct[a]))
                 .then(a.cmp(&b))
         });
-        for &j in &order {
+        for &j in order.iter() {
             if left == 0 {
                 break;
             }
@@ -318,12 +329,14 @@ impl Rule {
     }
 
     /// Whether partition `i` may take a permit with `used`, reservations
-    /// `reserve` and limit `l`.
+    /// `reserve` and limit `l`. The fields of the partitions the table does
+    /// not have are 0 in both words, so the sums run over all
+    /// [`MAX_PARTITIONS`] fields: a fixed count the compiler unrolls.
     #[inline]
     pub(crate) fn admits(&self, used: u64, reserve: u64, l: usize, i: usize) -> bool {
         let mut sum = 0;
         let mut claims = 0;
-        for j in 0..self.count {
+        for j in 0..MAX_PARTITIONS {
             let (u, r) = (field(used, j), field(reserve, j));
             sum += u;
             claims += u.max(r);
