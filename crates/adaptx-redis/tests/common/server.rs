@@ -8,12 +8,61 @@
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How to get the server when it is missing.
 pub const INSTALL_HINT: &str = "redis-server not found on PATH: the adaptx-redis tests run a real Redis. \
      Install it with `apt-get install -y redis-server` (Debian/Ubuntu; .ci/run does this), \
      or put a redis-server binary on PATH";
+
+/// Installs Debian's `redis-server` package once per test process when the
+/// binary is missing and the process may install packages (root, or
+/// password-less sudo): the README's test command needs nothing else on a
+/// fresh machine. Returns why it could not, for the panic's message.
+fn ensure_installed() -> Result<(), String> {
+    static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let present = |cmd: &str| {
+                Command::new(cmd)
+                    .arg("--version")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if present("redis-server") {
+                return Ok(());
+            }
+            let root = Command::new("id")
+                .arg("-u")
+                .output()
+                .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+            let prefix: &[&str] = if root { &[] } else { &["sudo", "-n"] };
+            let run = |args: &[&str]| {
+                let all: Vec<&str> = prefix.iter().chain(args).copied().collect();
+                Command::new(all[0])
+                    .args(&all[1..])
+                    .env("DEBIAN_FRONTEND", "noninteractive")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            if run(&["apt-get", "update", "-qq"])
+                && run(&["apt-get", "install", "-y", "-qq", "redis-server"])
+                && present("redis-server")
+            {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{INSTALL_HINT} (installing it with apt-get failed)"
+                ))
+            }
+        })
+        .clone()
+}
 
 /// A running `redis-server`, killed on drop.
 #[derive(Debug)]
@@ -29,14 +78,18 @@ pub fn free_port() -> u16 {
 }
 
 impl RedisServer {
-    /// Starts a server on a free port. Panics (failing the test) with the
-    /// install hint if `redis-server` is missing.
+    /// Starts a server on a free port, installing Debian's package first
+    /// when `redis-server` is missing. Panics (failing the test) with the
+    /// install hint if it cannot.
     pub fn start() -> Self {
         Self::start_on(free_port())
     }
 
     /// Starts a server on `port` (to restart one where a dead one was).
     pub fn start_on(port: u16) -> Self {
+        if let Err(why) = ensure_installed() {
+            panic!("{why}");
+        }
         let child = Command::new("redis-server")
             .args([
                 "--port",
