@@ -982,6 +982,7 @@ fn execute_unknown_algorithm_falls_back_to_the_default() {
     let l = Limiter::builder()
         .clock(clock.clone())
         .warmup_samples(0)
+        .jitter(0.0)
         .build()
         .expect("valid configuration");
     assert_eq!(l.algorithm(), "ceiling");
