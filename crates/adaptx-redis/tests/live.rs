@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use adaptx::RateLimiter;
 use adaptx_redis::{FleetMode, FleetRateLimiter};
 use common::server::RedisServer;
-use common::{Outcomes, fixed, offer, wait_for};
+use common::{Outcomes, fixed, offer, spawn_steady, wait_for};
 use tokio::time::{Instant, sleep};
 
 /// The fleet's budget in the budget tests, requests per second.
@@ -242,14 +242,7 @@ async fn fleet_rate_falls_with_combined_errors_and_recovers() {
             } else {
                 Arc::default()
             };
-            tokio::spawn(offer(
-                l.clone(),
-                1000.0,
-                ms(0),
-                ms(0),
-                outcomes,
-                Arc::clone(&stop),
-            ))
+            spawn_steady(l, 1000.0, outcomes, &stop)
         })
         .collect();
     let rate = |ls: &[FleetRateLimiter]| ls[1].current_rate();
@@ -312,16 +305,7 @@ async fn redis_killed_falls_back_to_the_share_and_rejoins() {
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> = limiters
         .iter()
-        .map(|l| {
-            tokio::spawn(offer(
-                l.clone(),
-                2000.0,
-                ms(0),
-                ms(0),
-                Arc::default(),
-                Arc::clone(&stop),
-            ))
-        })
+        .map(|l| spawn_steady(l, 2000.0, Arc::default(), &stop))
         .collect();
     assert!(
         wait_for(Duration::from_secs(5), || limiters
@@ -413,14 +397,7 @@ async fn stopped_redis_trips_the_timeout() {
         .build()
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let task = tokio::spawn(offer(
-        limiter.clone(),
-        500.0,
-        ms(0),
-        ms(0),
-        Arc::default(),
-        Arc::clone(&stop),
-    ));
+    let task = spawn_steady(&limiter, 500.0, Arc::default(), &stop);
     assert!(wait_for(Duration::from_secs(3), || limiter.stats().leases > 5).await);
     server.signal("STOP");
     let stopped = Instant::now();
@@ -498,14 +475,7 @@ async fn idle_lease_goes_back_to_the_fleet() {
     let server = RedisServer::start();
     let limiter = fixed(&server.url(), "idle", "i0", 100_000).build().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let task = tokio::spawn(offer(
-        limiter.clone(),
-        50_000.0,
-        ms(0),
-        ms(0),
-        Arc::default(),
-        Arc::clone(&stop),
-    ));
+    let task = spawn_steady(&limiter, 50_000.0, Arc::default(), &stop);
     assert!(
         wait_for(Duration::from_secs(3), || limiter.stats().lease_size >= 64).await,
         "{:?}",

@@ -23,6 +23,17 @@ fn fixed(limit: usize, policy: QueuePolicy) -> Limiter {
         .expect("valid configuration")
 }
 
+/// One seat, no wait queue, refusals held back 200 ms.
+fn one_seat_no_queue_reject_delay_200ms() -> Limiter {
+    Limiter::builder()
+        .initial_limit(1)
+        .clock(TokioClock::new())
+        .queue(QueuePolicy::new().max_waiters(0))
+        .reject_delay(ms(200))
+        .build()
+        .expect("valid configuration")
+}
+
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
@@ -265,13 +276,7 @@ async fn queue_shed_waiter_error_says_shed() {
 
 #[tokio::test(start_paused = true)]
 async fn reject_delay_holds_a_refusal_back() {
-    let l = Limiter::builder()
-        .initial_limit(1)
-        .clock(TokioClock::new())
-        .queue(QueuePolicy::new().max_waiters(0))
-        .reject_delay(ms(200))
-        .build()
-        .expect("must succeed");
+    let l = one_seat_no_queue_reject_delay_200ms();
     let _held = l.try_acquire().expect("must succeed");
     let t0 = Instant::now();
     assert!(l.acquire().await.expect_err("must fail").is_queue_full());
@@ -284,13 +289,7 @@ async fn reject_delay_holds_a_refusal_back() {
 
 #[tokio::test(start_paused = true)]
 async fn reject_delay_holds_back_at_most_max_delayed_rejections() {
-    let l = Limiter::builder()
-        .initial_limit(1)
-        .clock(TokioClock::new())
-        .queue(QueuePolicy::new().max_waiters(0))
-        .reject_delay(ms(200))
-        .build()
-        .expect("must succeed");
+    let l = one_seat_no_queue_reject_delay_200ms();
     let _held = l.try_acquire().expect("must succeed");
     let n = adaptx::MAX_DELAYED_REJECTIONS as usize;
     let delayed: Vec<_> = (0..n)

@@ -33,6 +33,23 @@ pub struct Outcomes {
     pub failing: AtomicBool,
 }
 
+/// Spawns [`offer`] of a steady `rate` (always on) on `limiter`.
+pub fn spawn_steady(
+    limiter: &FleetRateLimiter,
+    rate: f64,
+    outcomes: Arc<Outcomes>,
+    stop: &Arc<AtomicBool>,
+) -> tokio::task::JoinHandle<u64> {
+    tokio::spawn(offer(
+        limiter.clone(),
+        rate,
+        Duration::ZERO,
+        Duration::ZERO,
+        outcomes,
+        Arc::clone(stop),
+    ))
+}
+
 /// Offers `rate` requests per second to `limiter` (on for `on`, off for
 /// `off`, repeating; `off` zero = always on) until `stop`, recording each
 /// admitted request at once (a success unless `outcomes.failing`).
