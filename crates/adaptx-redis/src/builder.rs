@@ -187,6 +187,16 @@ impl FleetRateLimiterBuilder {
     /// The checked options.
     pub(crate) fn config(self) -> Result<Config, ConfigError> {
         let settings = self.rate.settings()?;
+        // The fleet's claimant changes from one interval to the next, so a
+        // law that remembers would remember only the intervals one instance
+        // happened to claim.
+        if !matches!(settings.law, adaptx::RateLaw::Mizu { .. }) {
+            return Err(ConfigError::new(
+                "algorithm",
+                settings.law,
+                "RateAlgorithm::Mizu (a fleet runs laws without memory)",
+            ));
+        }
         if self.name.is_empty() || self.name.len() > 200 {
             return Err(ConfigError::new("name", &self.name, "1 ..= 200 bytes"));
         }
@@ -289,5 +299,24 @@ impl FleetRateLimiterBuilder {
     pub fn build(self) -> Result<FleetRateLimiter, BuildError> {
         let config = self.config()?;
         FleetRateLimiter::start(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use adaptx::{RateAlgorithm, RateLimiter};
+
+    /// A law that remembers (CUBIC) would remember only the intervals one
+    /// instance claimed: refused, naming the option.
+    #[test]
+    fn fleet_refuses_a_rate_law_with_memory() {
+        let built = FleetRateLimiter::builder("redis://127.0.0.1:1", "cubic")
+            .rate(RateLimiter::builder().algorithm(RateAlgorithm::Cubic))
+            .build();
+        match built {
+            Err(BuildError::Config(e)) => assert_eq!(e.field(), "algorithm", "{e}"),
+            other => panic!("expected a config error, got {other:?}"),
+        }
     }
 }

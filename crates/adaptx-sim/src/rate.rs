@@ -28,7 +28,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use adaptx::{ConfigError, KeyedRateLimiter, ManualClock, RateLimiter, RateLimiterBuilder};
+use adaptx::{
+    ConfigError, KeyedRateLimiter, ManualClock, RateAlgorithm, RateLimiter, RateLimiterBuilder,
+};
 use serde::Deserialize;
 
 use crate::time::Nanos;
@@ -86,9 +88,15 @@ impl RateLimiterSpec {
         self.min_rate.unwrap_or(adaptx::DEFAULT_MIN_RATE)
     }
 
-    /// The builder on `clock`; a fixed rate `r` if given.
-    pub(crate) fn builder(&self, fixed: Option<u64>, clock: ManualClock) -> RateLimiterBuilder {
-        let mut b = RateLimiter::builder().clock(clock);
+    /// The builder on `clock` with law `algorithm`; a fixed rate `r` if
+    /// given.
+    pub(crate) fn builder(
+        &self,
+        algorithm: RateAlgorithm,
+        fixed: Option<u64>,
+        clock: ManualClock,
+    ) -> RateLimiterBuilder {
+        let mut b = RateLimiter::builder().algorithm(algorithm).clock(clock);
         if let Some(v) = self.target_latency {
             b = b.target_latency(Duration::from_nanos(v.0));
         }
@@ -118,7 +126,7 @@ impl RateLimiterSpec {
 
     /// Checks the options with adaptx's builder (both forms).
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
-        let b = self.builder(None, ManualClock::new());
+        let b = self.builder(RateAlgorithm::default(), None, ManualClock::new());
         if self.is_keyed() {
             b.build_keyed::<u32>().map(drop)
         } else {

@@ -353,6 +353,7 @@ fn law_style(law: Law) -> Style {
         Law::VectorArc => (OI_PURPLE, Some((2, 6)), 2),
         Law::EnvoyGradient => (OI_BLACK, Some((8, 3)), 1),
         Law::Rate => (OI_BLUE, None, 3),
+        Law::RateCubic => (OI_VERMILLION, Some((10, 5)), 2),
     };
     Style { color, dash, width }
 }

@@ -307,6 +307,9 @@ pub enum Law {
     /// The adaptive rate limiter (`RateLimiter`, mizu's law): the policy of
     /// a scenario with a `[rate_limiter]`.
     Rate,
+    /// The adaptive rate limiter on the AWS SDKs' adaptive retry law
+    /// (`RateAlgorithm::Cubic`): also a policy of a `[rate_limiter]` scenario.
+    RateCubic,
     /// Peer: Netflix concurrency-limits' Gradient2 ([`crate::peers::NetflixGradient2`]).
     NetflixGradient2,
     /// Peer: Netflix concurrency-limits' AIMD ([`crate::peers::NetflixAimd`]).
@@ -324,12 +327,13 @@ impl Law {
 
     /// Every adaptx policy a suite runs by default, in table order; each
     /// scenario runs those that [apply](Law::applies_to) to it.
-    pub const DEFAULT: [Law; 5] = [
+    pub const DEFAULT: [Law; 6] = [
         Law::Aimd,
         Law::Vegas,
         Law::Gradient,
         Law::Ceiling,
         Law::Rate,
+        Law::RateCubic,
     ];
 
     /// The peer re-implementations, in table order.
@@ -353,16 +357,25 @@ impl Law {
             Law::Vegas => Some(adaptx::Algorithm::Vegas),
             Law::Gradient => Some(adaptx::Algorithm::Gradient),
             Law::Ceiling => Some(adaptx::Algorithm::Ceiling),
-            Law::Rate => None,
+            Law::Rate | Law::RateCubic => None,
             Law::NetflixGradient2 | Law::NetflixAimd | Law::VectorArc | Law::EnvoyGradient => None,
         }
     }
 
-    /// Whether the law runs on `sc`: `rate` on a scenario with a
+    /// Whether the law runs on `sc`: the rate laws on a scenario with a
     /// `[rate_limiter]`, the concurrency laws (adaptx's and the peers') on
     /// the others.
     pub fn applies_to(self, sc: &Scenario) -> bool {
-        (self == Law::Rate) == sc.rate_limiter.is_some()
+        self.rate_algorithm().is_some() == sc.rate_limiter.is_some()
+    }
+
+    /// The rate limiter's law, for a rate law; `None` for the others.
+    pub fn rate_algorithm(self) -> Option<adaptx::RateAlgorithm> {
+        match self {
+            Law::Rate => Some(adaptx::RateAlgorithm::Mizu),
+            Law::RateCubic => Some(adaptx::RateAlgorithm::Cubic),
+            _ => None,
+        }
     }
 
     /// The name as written in files and on the command line (snake_case).
@@ -373,6 +386,7 @@ impl Law {
             Law::Gradient => "gradient",
             Law::Ceiling => "ceiling",
             Law::Rate => "rate",
+            Law::RateCubic => "rate_cubic",
             Law::NetflixGradient2 => "netflix_gradient2",
             Law::NetflixAimd => "netflix_aimd",
             Law::VectorArc => "vector_arc",

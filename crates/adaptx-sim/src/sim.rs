@@ -485,9 +485,9 @@ fn admission(
         let stats = limiter.stats();
         return (Admission::Limit(limiter), stats.min_limit, stats.max_limit);
     };
-    let fixed = match policy {
-        Policy::Fixed(r) => Some(r as u64),
-        Policy::Law(_) => None,
+    let (fixed, algorithm) = match policy {
+        Policy::Fixed(r) => (Some(r as u64), adaptx::RateAlgorithm::default()),
+        Policy::Law(law) => (None, law.rate_algorithm().unwrap_or_default()),
     };
     let spec = match sc.client(i).and_then(|c| c.rate_limiter.as_ref()) {
         Some(over) => spec.overlaid(over),
@@ -504,7 +504,7 @@ fn admission(
     let a = if spec.is_keyed() {
         let shared = keyed.get_or_insert_with(|| {
             Arc::new(
-                spec.builder(fixed, clock.clone())
+                spec.builder(algorithm, fixed, clock.clone())
                     .build_keyed()
                     .unwrap_or_else(|e| fail("rate_limiter", e)),
             )
@@ -512,7 +512,7 @@ fn admission(
         RateAdmission::Keyed(Arc::clone(shared), i)
     } else {
         RateAdmission::Own(
-            spec.builder(fixed, clock.clone())
+            spec.builder(algorithm, fixed, clock.clone())
                 .build()
                 .unwrap_or_else(|e| fail("rate_limiter", e)),
         )

@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 25] = [
+pub const BUILTIN: [(&str, &str); 26] = [
     (
         "01-ramp.toml",
         include_str!("../../../scenarios/01-ramp.toml"),
@@ -117,6 +117,10 @@ pub const BUILTIN: [(&str, &str); 25] = [
     (
         "25-partitions.toml",
         include_str!("../../../scenarios/25-partitions.toml"),
+    ),
+    (
+        "26-rate-quota.toml",
+        include_str!("../../../scenarios/26-rate-quota.toml"),
     ),
 ];
 

@@ -49,7 +49,8 @@ fn the_shipped_scenarios_load() {
             "23-priority-surge",
             "24-timeouts-adaptive-lifo",
             "24-timeouts-fifo",
-            "25-partitions"
+            "25-partitions",
+            "26-rate-quota"
         ]
     );
     assert!(

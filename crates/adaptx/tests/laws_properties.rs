@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use adaptx::{
-    Aimd, Algorithm, Ceiling, ControlLaw, Gradient, Limiter, ManualClock, Outcome, Vegas,
-    WindowSummary,
+    Aimd, Algorithm, Ceiling, ControlLaw, Gradient, IntervalSummary, Limiter, ManualClock, Outcome,
+    RateLaw, Vegas, WindowSummary,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed};
@@ -114,6 +114,60 @@ proptest! {
             let l = limiter.limit();
             prop_assert!((min..=max).contains(&l), "limit {l} outside [{min}, {max}]");
             prop_assert!(limiter.in_flight() <= max);
+        }
+    }
+}
+
+fn interval() -> impl Strategy<Value = IntervalSummary> {
+    (
+        0u64..5_000,
+        0u64..5_000,
+        0u64..10_000_000_000,
+        any::<bool>(),
+        0u64..5_000_000_000,
+    )
+        .prop_map(|(completed, failures, latency, binding, elapsed)| {
+            IntervalSummary::new(
+                completed,
+                failures.min(completed),
+                Duration::from_nanos(latency),
+                binding,
+            )
+            .with_elapsed(Duration::from_nanos(elapsed))
+        })
+}
+
+proptest! {
+    /// Every rate law, stepped through any sequence of intervals, keeps the
+    /// rate in `[min_rate, max_rate]` and never raises it on an interval
+    /// with overload: Cubic on any failure (a throttle), mizu's law on an
+    /// error rate of at least half its threshold (below that it counts the
+    /// errors as background, by design).
+    #[test]
+    fn rate_laws_stay_in_bounds_and_never_grow_on_a_failure(
+        min in 1u64..200,
+        span in 0u64..5_000,
+        start in 0u64..10_000,
+        intervals in proptest::collection::vec(interval(), 1..60),
+    ) {
+        let max = min + span;
+        let mizu_overload = |iv: &IntervalSummary| iv.failures as f64 >= 0.05 * iv.completed as f64;
+        let cubic_overload = |iv: &IntervalSummary| iv.failures > 0;
+        let laws: [(RateLaw, &dyn Fn(&IntervalSummary) -> bool); 2] = [
+            (RateLaw::mizu(min, max, Duration::from_millis(100), 0.1).unwrap(), &mizu_overload),
+            (RateLaw::cubic(min, max).unwrap(), &cubic_overload),
+        ];
+        for (law, overload) in laws {
+            let mut state = law.initial_state();
+            let mut rate = start.clamp(min, max);
+            for iv in &intervals {
+                let next = law.step(&mut state, rate, iv);
+                prop_assert!((min..=max).contains(&next), "{law:?}: {next} outside [{min}, {max}]");
+                if iv.failures > 0 && overload(iv) {
+                    prop_assert!(next <= rate, "{law:?} grew {rate} -> {next} on {iv:?}");
+                }
+                rate = next;
+            }
         }
     }
 }

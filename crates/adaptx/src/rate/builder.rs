@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::defaults::*;
 use super::engine::Core;
-use super::law::{RateLaw, check_rate};
+use super::law::{RateAlgorithm, RateLaw, check_rate};
 use super::{KeyedRateLimiter, RateLimiter};
 use crate::clock::{AnyClock, Clock, SystemClock, duration_nanos};
 use crate::error::ConfigError;
@@ -43,6 +43,7 @@ use crate::error::ConfigError;
 #[derive(Clone)]
 #[must_use = "a builder does nothing until built"]
 pub struct RateLimiterBuilder {
+    algorithm: RateAlgorithm,
     initial_rate: u64,
     min_rate: u64,
     max_rate: u64,
@@ -58,6 +59,7 @@ pub struct RateLimiterBuilder {
 impl fmt::Debug for RateLimiterBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimiterBuilder")
+            .field("algorithm", &self.algorithm)
             .field("initial_rate", &self.initial_rate)
             .field("min_rate", &self.min_rate)
             .field("max_rate", &self.max_rate)
@@ -82,6 +84,7 @@ impl RateLimiterBuilder {
     /// [10, 1000], 100 ms target latency, error threshold 0.1, 1 s interval.
     pub fn new() -> Self {
         Self {
+            algorithm: RateAlgorithm::Mizu,
             initial_rate: DEFAULT_INITIAL_RATE,
             min_rate: DEFAULT_MIN_RATE,
             max_rate: DEFAULT_MAX_RATE,
@@ -120,6 +123,18 @@ impl RateLimiterBuilder {
             .max_rate(200)
             .target_latency(Duration::from_millis(200))
             .error_threshold(0.05)
+    }
+
+    /// The law that moves the rate. Default [`RateAlgorithm::Mizu`].
+    ///
+    /// With [`RateAlgorithm::Cubic`] (the AWS SDKs' adaptive retry law) the
+    /// rate does not limit until the first failure: from the first
+    /// interval's close it is `max_rate`, so `initial_rate` holds only for
+    /// the first interval; `target_latency` and `error_threshold` are
+    /// checked but apply to [`RateAlgorithm::Mizu`] only.
+    pub fn algorithm(mut self, algorithm: RateAlgorithm) -> Self {
+        self.algorithm = algorithm;
+        self
     }
 
     /// The rate, in requests per second, before any adjustment; clamped into
@@ -251,12 +266,17 @@ impl RateLimiterBuilder {
     /// ```
     pub fn settings(&self) -> Result<RateSettings, ConfigError> {
         let initial = check_rate("initial_rate", self.initial_rate)?;
-        let law = RateLaw::mizu(
+        // Every option is checked whichever law uses it.
+        let mizu = RateLaw::mizu(
             self.min_rate,
             self.max_rate,
             self.target_latency,
             self.error_threshold,
         )?;
+        let law = match self.algorithm {
+            RateAlgorithm::Mizu => mizu,
+            RateAlgorithm::Cubic => RateLaw::cubic(self.min_rate, self.max_rate)?,
+        };
         if self.adjust_interval.is_zero() || self.adjust_interval > MAX_ADJUST_INTERVAL {
             return Err(ConfigError::new(
                 "adjust_interval",

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::bucket::Bucket;
-use super::law::{IntervalSummary, RateLaw};
+use super::law::{IntervalSummary, RateLaw, RateLawState};
 use super::{RateLimited, RatePermit, RateStats, lock};
 use crate::clock::AnyClock;
 
@@ -52,12 +52,14 @@ struct Counters {
     decreases: AtomicU64,
 }
 
-/// The cumulative counters as of the previous close.
-#[derive(Debug, Default)]
+/// The cumulative counters as of the previous close, and what the law
+/// remembers.
+#[derive(Debug)]
 struct Mark {
     successes: u64,
     failures: u64,
     latency_sum: u64,
+    law: RateLawState,
 }
 
 /// The shared engine behind [`RateLimiter`](super::RateLimiter) and
@@ -93,7 +95,12 @@ impl Core {
             burst,
             binding: AtomicBool::new(false),
             counters: Counters::default(),
-            mark: Mutex::new(Mark::default()),
+            mark: Mutex::new(Mark {
+                successes: 0,
+                failures: 0,
+                latency_sum: 0,
+                law: law.initial_state(),
+            }),
         }
     }
 
@@ -202,14 +209,11 @@ impl Core {
             failures: failed,
             latency_sum_nanos: latency_sum.wrapping_sub(mark.latency_sum),
             binding,
+            elapsed_nanos: now.saturating_sub(start),
         };
-        *mark = Mark {
-            successes,
-            failures,
-            latency_sum,
-        };
+        (mark.successes, mark.failures, mark.latency_sum) = (successes, failures, latency_sum);
         let old = self.rate.load(Ordering::Relaxed);
-        let new = self.law.next_rate(old, &interval);
+        let new = self.law.step(&mut mark.law, old, &interval);
         if new != old {
             self.rate.store(new, Ordering::Release);
             let counter = if new > old {

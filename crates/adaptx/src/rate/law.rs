@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::clock::duration_nanos;
 use crate::error::{ConfigError, open_closed};
 
+use super::cubic::Cubic;
 use super::defaults::MAX_RATE_BOUND;
 
 /// What one adjustment interval saw: the input of a [`RateLaw`].
@@ -36,6 +37,9 @@ pub struct IntervalSummary {
     /// Whether the limit was binding: a request was rejected, or an
     /// admission left a bucket with less than one token.
     pub binding: bool,
+    /// How long the interval lasted, in nanoseconds (0 if unknown). Laws
+    /// that follow a curve in time ([`RateLaw::Cubic`]) advance by it.
+    pub elapsed_nanos: u64,
 }
 
 impl IntervalSummary {
@@ -48,7 +52,26 @@ impl IntervalSummary {
             failures,
             latency_sum_nanos: duration_nanos(latency_sum),
             binding,
+            elapsed_nanos: 0,
         }
+    }
+
+    /// The same interval, lasting `elapsed` (saturating at 2⁶⁴ − 1 ns).
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptx::IntervalSummary;
+    /// use std::time::Duration;
+    ///
+    /// let iv = IntervalSummary::new(10, 0, Duration::from_millis(50), false)
+    ///     .with_elapsed(Duration::from_millis(500));
+    /// assert_eq!(iv.elapsed_nanos, 500_000_000);
+    /// ```
+    #[must_use]
+    pub fn with_elapsed(mut self, elapsed: Duration) -> Self {
+        self.elapsed_nanos = duration_nanos(elapsed);
+        self
     }
 }
 
@@ -94,6 +117,86 @@ pub enum RateLaw {
         /// The error rate above which the rate is cut by 20 %.
         error_threshold: f64,
     },
+    /// The AWS SDKs' adaptive retry rate (smithy-rs `ClientRateLimiter`,
+    /// behind `RetryMode::Adaptive`), which remembers: on an interval with a
+    /// failure (a throttle) the rate drops to 0.7 × the measured send rate
+    /// (or the current rate if lower) and that becomes CUBIC's `W_max`;
+    /// otherwise it follows `0.4·(t − K)³ + W_max`, `t` the time since the
+    /// throttle and `K = ∛(0.3·W_max/0.4)` seconds, so it returns to
+    /// `W_max` after `K` seconds, probes slowly near it, then faster. It is
+    /// never above twice the measured send rate (an idle client cannot bank
+    /// a high rate), and it does not limit at all until the first throttle:
+    /// the rate is `max_rate` until then. The send rate is measured as AWS
+    /// does, in half-second buckets with an exponential average (weight 0.8
+    /// on the newest). Rates are rounded to whole requests per second and
+    /// clamped into `[min_rate, max_rate]`.
+    ///
+    /// Being stateful, it is moved by [`RateLaw::step`]; a
+    /// [`RateLimiter`](crate::RateLimiter) keeps its state. The interval's
+    /// [`elapsed_nanos`](IntervalSummary::elapsed_nanos) is its clock.
+    #[non_exhaustive]
+    Cubic {
+        /// The floor of the rate, requests per second.
+        min_rate: u64,
+        /// The ceiling of the rate, requests per second (the rate before
+        /// the first throttle).
+        max_rate: u64,
+    },
+}
+
+/// Which law moves a [`RateLimiter`](crate::RateLimiter)'s rate: the
+/// builder's [`algorithm`](crate::RateLimiterBuilder::algorithm) option.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{RateAlgorithm, RateLaw, RateLimiter};
+///
+/// let s = RateLimiter::builder()
+///     .algorithm(RateAlgorithm::Cubic)
+///     .min_rate(5)
+///     .max_rate(500)
+///     .settings()?;
+/// assert_eq!(s.law, RateLaw::cubic(5, 500)?);
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RateAlgorithm {
+    /// mizu's three rules on errors and mean latency ([`RateLaw::Mizu`]).
+    #[default]
+    Mizu,
+    /// The AWS SDKs' adaptive retry rate on throttles ([`RateLaw::Cubic`]):
+    /// no limit until the first failure, then CUBIC recovery. It ignores
+    /// latency (`target_latency` and `error_threshold` do not apply: every
+    /// failure is a throttle).
+    Cubic,
+}
+
+/// What a [`RateLaw`] remembers between intervals (nothing for
+/// [`RateLaw::Mizu`]; the CUBIC curve, the send rate and the last throttle
+/// for [`RateLaw::Cubic`]). Made by [`RateLaw::initial_state`], moved by
+/// [`RateLaw::step`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLawState {
+    /// Seconds of interval time seen (the law's own clock).
+    now: f64,
+    /// The CUBIC law's state, made on its first step.
+    cubic: Option<Cubic>,
+}
+
+impl RateLawState {
+    /// Whether the law limits yet: always for [`RateLaw::Mizu`]; for
+    /// [`RateLaw::Cubic`], once it has seen its first throttle.
+    pub fn enabled(&self) -> bool {
+        self.cubic.is_none_or(|c| c.enabled())
+    }
+
+    /// The send rate the law measured, per second, if it measures one
+    /// ([`RateLaw::Cubic`]).
+    pub fn measured_rate(&self) -> Option<f64> {
+        self.cubic.map(|c| c.measured())
+    }
 }
 
 impl RateLaw {
@@ -110,15 +213,7 @@ impl RateLaw {
         target_latency: Duration,
         error_threshold: f64,
     ) -> Result<Self, ConfigError> {
-        let min_rate = check_rate("min_rate", min_rate)?;
-        let max_rate = check_rate("max_rate", max_rate)?;
-        if max_rate < min_rate {
-            return Err(ConfigError::new(
-                "max_rate",
-                max_rate,
-                "min_rate ..= 1000000000",
-            ));
-        }
+        let (min_rate, max_rate) = check_range(min_rate, max_rate)?;
         if target_latency.is_zero() {
             return Err(ConfigError::new(
                 "target_latency",
@@ -141,17 +236,81 @@ impl RateLaw {
         })
     }
 
+    /// The AWS SDKs' adaptive retry law ([`RateLaw::Cubic`]), checked: rates
+    /// within [`MAX_RATE_BOUND`], `min_rate <= max_rate`.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the first parameter out of its range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptx::{IntervalSummary, RateLaw};
+    /// use std::time::Duration;
+    ///
+    /// let law = RateLaw::cubic(1, 1000)?;
+    /// let mut state = law.initial_state();
+    /// let second = |n, throttles| {
+    ///     IntervalSummary::new(n, throttles, Duration::ZERO, true).with_elapsed(Duration::from_secs(1))
+    /// };
+    /// // No throttle yet: not limiting.
+    /// assert_eq!(law.step(&mut state, 1000, &second(100, 0)), 1000);
+    /// // A throttle: 0.7 × the measured send rate (about 100 per second).
+    /// let cut = law.step(&mut state, 1000, &second(100, 1));
+    /// assert!((60..=80).contains(&cut), "{cut}");
+    /// # Ok::<(), adaptx::ConfigError>(())
+    /// ```
+    pub fn cubic(min_rate: u64, max_rate: u64) -> Result<Self, ConfigError> {
+        let (min_rate, max_rate) = check_range(min_rate, max_rate)?;
+        Ok(Self::Cubic { min_rate, max_rate })
+    }
+
+    /// The state the law starts from.
+    pub fn initial_state(&self) -> RateLawState {
+        RateLawState {
+            now: 0.0,
+            cubic: None,
+        }
+    }
+
+    /// The rate after an interval, from the rate before it and what the law
+    /// remembers: [`next_rate`](RateLaw::next_rate) for a law without memory
+    /// ([`RateLaw::Mizu`]); for [`RateLaw::Cubic`], the curve advanced by the
+    /// interval's [`elapsed_nanos`](IntervalSummary::elapsed_nanos), fed its
+    /// completions as responses and `failures > 0` as a throttle. Clamped
+    /// into `[min_rate, max_rate]`; no input overflows.
+    pub fn step(&self, state: &mut RateLawState, rate: u64, iv: &IntervalSummary) -> u64 {
+        match *self {
+            Self::Mizu { .. } => self.next_rate(rate, iv),
+            Self::Cubic { min_rate, max_rate } => {
+                state.now += iv.elapsed_nanos as f64 / 1e9;
+                let now = state.now;
+                let cubic = state.cubic.get_or_insert_with(|| Cubic::new(0.0));
+                // The rate in force (rounded, clamped, or set by hand) is
+                // the one a throttle cuts from.
+                cubic.set_fill(rate.min(MAX_RATE_BOUND) as f64);
+                let fill = cubic.update(now, iv.completed, iv.failures > 0);
+                if !cubic.enabled() {
+                    return max_rate;
+                }
+                // `as` saturates: NaN → 0, above u64::MAX → u64::MAX.
+                (fill.round() as u64).clamp(min_rate, max_rate)
+            }
+        }
+    }
+
     /// The floor of the rate, requests per second.
     pub fn min_rate(&self) -> u64 {
         match *self {
-            Self::Mizu { min_rate, .. } => min_rate,
+            Self::Mizu { min_rate, .. } | Self::Cubic { min_rate, .. } => min_rate,
         }
     }
 
     /// The ceiling of the rate, requests per second.
     pub fn max_rate(&self) -> u64 {
         match *self {
-            Self::Mizu { max_rate, .. } => max_rate,
+            Self::Mizu { max_rate, .. } | Self::Cubic { max_rate, .. } => max_rate,
         }
     }
 
@@ -167,7 +326,10 @@ impl RateLaw {
     ///   was binding: `ceil(1.1 · rate)`, which is at least `rate + 1`;
     /// - otherwise unchanged;
     ///
-    /// then clamped into `[min_rate, max_rate]`. The factors are exact
+    /// then clamped into `[min_rate, max_rate]`. A law that remembers
+    /// ([`RateLaw::Cubic`]) is stepped from its initial state: use
+    /// [`step`](RateLaw::step) to carry its memory from one interval to the
+    /// next. The factors are exact
     /// integer fractions, so 100 becomes exactly 80, 90 or 110. A `rate`
     /// above [`MAX_RATE_BOUND`] is first taken as that bound, so no input
     /// overflows.
@@ -199,8 +361,24 @@ impl RateLaw {
                 };
                 next.clamp(min_rate, max_rate)
             }
+            Self::Cubic { .. } => self.step(&mut self.initial_state(), rate, iv),
         }
     }
+}
+
+/// Checks `min_rate` and `max_rate` against `1 ..= MAX_RATE_BOUND` and
+/// each other.
+fn check_range(min_rate: u64, max_rate: u64) -> Result<(u64, u64), ConfigError> {
+    let min_rate = check_rate("min_rate", min_rate)?;
+    let max_rate = check_rate("max_rate", max_rate)?;
+    if max_rate < min_rate {
+        return Err(ConfigError::new(
+            "max_rate",
+            max_rate,
+            "min_rate ..= 1000000000",
+        ));
+    }
+    Ok((min_rate, max_rate))
 }
 
 /// Checks a rate (or a burst) against `1 ..= MAX_RATE_BOUND`.
@@ -228,6 +406,7 @@ mod tests {
             failures,
             latency_sum_nanos: 100 * mean,
             binding: true,
+            elapsed_nanos: 1_000_000_000,
         }
     }
 

@@ -29,6 +29,7 @@
 
 mod bucket;
 mod builder;
+mod cubic;
 mod defaults;
 mod engine;
 mod error;
@@ -42,7 +43,7 @@ pub use builder::{RateLimiterBuilder, RateSettings};
 pub use defaults::*;
 pub use error::RateLimited;
 pub use keyed::KeyedRateLimiter;
-pub use law::{IntervalSummary, RateLaw};
+pub use law::{IntervalSummary, RateAlgorithm, RateLaw, RateLawState};
 pub use limiter::RateLimiter;
 pub use permit::RatePermit;
 pub use stats::RateStats;
