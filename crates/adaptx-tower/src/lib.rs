@@ -6,6 +6,7 @@
 //! | [`AdaptiveConcurrencyLayer::server`] | [`adaptx::Limiter`] | `503` + `Retry-After` (optionally after a bounded wait) |
 //! | [`AdaptiveConcurrencyLayer::record_at_body_end`] | [`adaptx::Limiter`] | as above; the permit is held until the response body has been sent |
 //! | [`AdaptiveConcurrencyClientLayer`] | [`adaptx::Limiter`] | `poll_ready` waits for a permit |
+//! | [`AdaptiveThrottleLayer`] | [`adaptx::Throttle`] (Google SRE client-side throttling) | refuses locally with [`adaptx::Throttled`] at the SRE book's probability |
 //! | [`AdaptiveRateLimitLayer`] | [`adaptx::RateLimiter`], [`adaptx::KeyedRateLimiter`] or any [`RateSource`] (a fleet's limiter: `adaptx-redis`) | `429` + `Retry-After`, `X-RateLimit-*` headers |
 //!
 //! Server-side layers answer with a response rather than an error, so an
@@ -24,6 +25,7 @@ mod classify;
 mod concurrency;
 mod error;
 mod rate;
+mod throttle;
 
 pub use classify::{Answered, Classify, HttpClassifier, ResultClassifier, Verdict};
 pub use concurrency::{
@@ -40,3 +42,4 @@ pub use rate::{
     KeyExtractor, Keyed, NoSkip, OnRateLimited, RateLimitFuture, RateSource, RateToken,
     SkipRequest, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
+pub use throttle::{AdaptiveThrottle, AdaptiveThrottleLayer, ThrottleFuture};

@@ -10,8 +10,10 @@ mod law;
 mod limiter;
 mod pool;
 mod rate;
+mod rng;
 mod stats;
 mod sync;
+mod throttle;
 mod window;
 
 #[cfg(feature = "tokio")]
@@ -44,3 +46,7 @@ pub use rate::{
     RateStats,
 };
 pub use stats::Stats;
+pub use throttle::{
+    DEFAULT_THROTTLE_K, DEFAULT_THROTTLE_WINDOW, Throttle, ThrottleBuilder, ThrottleStats,
+    Throttled, throttle_probability,
+};

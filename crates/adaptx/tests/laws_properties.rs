@@ -153,7 +153,8 @@ proptest! {
         let max = min + span;
         let mizu_overload = |iv: &IntervalSummary| iv.failures as f64 >= 0.05 * iv.completed as f64;
         let cubic_overload = |iv: &IntervalSummary| iv.failures > 0;
-        let laws: [(RateLaw, &dyn Fn(&IntervalSummary) -> bool); 2] = [
+        type Overload<'a> = &'a dyn Fn(&IntervalSummary) -> bool;
+        let laws: [(RateLaw, Overload); 2] = [
             (RateLaw::mizu(min, max, Duration::from_millis(100), 0.1).unwrap(), &mizu_overload),
             (RateLaw::cubic(min, max).unwrap(), &cubic_overload),
         ];
