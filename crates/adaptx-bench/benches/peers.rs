@@ -37,7 +37,8 @@ use std::future::{Future, Ready, ready};
 use std::hint::black_box;
 use std::num::NonZeroU32;
 use std::pin::pin;
-use std::sync::{Barrier, Once};
+use std::sync::Once;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -156,24 +157,46 @@ fn pin_to(cpu: usize) {
     }
 }
 
+/// A start line for two threads that spin rather than park: both leave
+/// within a few nanoseconds of each other. (`std::sync::Barrier` parks the
+/// first thread to arrive and wakes it tens of microseconds after the
+/// second has left: for a short batch the second thread then finishes before
+/// the first starts, the two never contend, and the batch measures an
+/// uncontended regime — the cause of 2-thread figures 4× apart between runs
+/// of the same binary.)
+struct SpinStart(AtomicUsize);
+
+impl SpinStart {
+    fn new(threads: usize) -> Self {
+        Self(AtomicUsize::new(threads))
+    }
+
+    fn wait(&self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+        while self.0.load(Ordering::Acquire) != 0 {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 /// Runs `op` `iters` times on each of two threads pinned to CPUs 0 and 1,
 /// each on its own state from `make` (built before the start), released
-/// together by a barrier. Returns the wall time from the first thread's
-/// start to the last thread's end.
+/// together by a spinning start line. Returns the wall time from the first
+/// thread's start to the last thread's end.
 fn two_threads<T, M, F>(iters: u64, make: M, op: F) -> Duration
 where
     M: Fn() -> T + Sync,
     F: Fn(&mut T) + Sync,
 {
-    let barrier = Barrier::new(2);
+    let start_line = SpinStart::new(2);
     let spans: Vec<(Instant, Instant)> = thread::scope(|s| {
         let handles: Vec<_> = (0..2)
             .map(|cpu| {
-                let (barrier, make, op) = (&barrier, &make, &op);
+                let (start_line, make, op) = (&start_line, &make, &op);
                 s.spawn(move || {
                     pin_to(cpu);
                     let mut state = make();
-                    barrier.wait();
+                    start_line.wait();
                     let start = Instant::now();
                     for _ in 0..iters {
                         op(black_box(&mut state));

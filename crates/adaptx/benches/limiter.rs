@@ -22,7 +22,8 @@
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::pin;
-use std::sync::{Arc, Barrier, Once};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Once};
 use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -103,17 +104,23 @@ fn pin_to(cpu: usize) {
 }
 
 /// Runs `op` `iters` times on each of two threads pinned to CPUs 0 and 1,
-/// released together by a barrier. Returns the wall time from the first
+/// released together by a start line they spin on (a parking
+/// `std::sync::Barrier` wakes the first thread tens of microseconds late,
+/// so short batches ran one thread after the other, uncontended: 2-thread
+/// figures 4× apart between runs). Returns the wall time from the first
 /// thread's start to the last thread's end.
 fn two_threads<S: Sync>(shared: &S, iters: u64, op: fn(&S)) -> Duration {
-    let barrier = Barrier::new(2);
+    let barrier = AtomicUsize::new(2);
     let spans: Vec<(Instant, Instant)> = thread::scope(|s| {
         let handles: Vec<_> = (0..2)
             .map(|cpu| {
                 let barrier = &barrier;
                 s.spawn(move || {
                     pin_to(cpu);
-                    barrier.wait();
+                    barrier.fetch_sub(1, Ordering::AcqRel);
+                    while barrier.load(Ordering::Acquire) != 0 {
+                        std::hint::spin_loop();
+                    }
                     let start = Instant::now();
                     for _ in 0..iters {
                         op(black_box(shared));
