@@ -1,5 +1,6 @@
 //! Small error types, one per operation.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Bound::{self, Excluded, Included};
 use std::ops::RangeBounds;
@@ -8,14 +9,36 @@ use crate::pool::Refused;
 
 /// A configuration value is out of its allowed range.
 ///
-/// Returned by [`Builder::build`](crate::Builder::build) and by the
-/// constructors of the built-in laws. It names the field, the value given and
-/// the allowed range.
+/// Returned by [`Builder::build`](crate::Builder::build), by
+/// [`RateLimiterBuilder::build`](crate::RateLimiterBuilder::build) and by the
+/// checked constructors (the built-in laws, [`RateLaw::mizu`](crate::RateLaw::mizu),
+/// [`WindowSummary::new`](crate::WindowSummary::new)). It names the field,
+/// the value given and the allowed range; where the range depends on another
+/// option, the range names that option and its value.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{ConfigError, Limiter};
+///
+/// let err = Limiter::builder().min_limit(50).max_limit(10).build().unwrap_err();
+/// assert_eq!(err.field(), "max_limit");
+/// assert_eq!(err.value(), "10");
+/// assert_eq!(err.allowed(), "min_limit (50) ..= 2147483647");
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid max_limit: 10 (allowed: min_limit (50) ..= 2147483647)"
+/// );
+///
+/// // A crate that builds on this one checks its own options the same way.
+/// let err = ConfigError::new("shards", 0, "1 ..= 64");
+/// assert_eq!(err.to_string(), "invalid shards: 0 (allowed: 1 ..= 64)");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     field: &'static str,
     value: String,
-    allowed: &'static str,
+    allowed: Cow<'static, str>,
 }
 
 impl ConfigError {
@@ -26,7 +49,25 @@ impl ConfigError {
         Self {
             field,
             value: format!("{value:?}"),
-            allowed,
+            allowed: Cow::Borrowed(allowed),
+        }
+    }
+
+    /// The error of an upper bound `max_field` = `max` set below its lower
+    /// bound `min_field` = `min`: the allowed range names the other option
+    /// and its value, `min_field (min) ..= bound`. One rule for every
+    /// builder with a `[min, max]` pair, so both say the same thing.
+    pub(crate) fn below_min(
+        max_field: &'static str,
+        max: u64,
+        min_field: &'static str,
+        min: u64,
+        bound: u64,
+    ) -> Self {
+        Self {
+            field: max_field,
+            value: format!("{max:?}"),
+            allowed: Cow::Owned(format!("{min_field} ({min}) ..= {bound}")),
         }
     }
 
@@ -41,8 +82,8 @@ impl ConfigError {
     }
 
     /// The allowed range, in words.
-    pub fn allowed(&self) -> &'static str {
-        self.allowed
+    pub fn allowed(&self) -> &str {
+        &self.allowed
     }
 }
 

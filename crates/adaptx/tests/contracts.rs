@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use adaptx::{
     AcquireTimeoutError, Algorithm, ControlLaw, ExecuteError, Limiter, ManualClock, Outcome,
-    OwnedPermit, TryAcquireError, TryExecuteError, Vegas, WindowSummary,
+    OwnedPermit, RateLimiter, TryAcquireError, TryExecuteError, Vegas, WindowSummary,
 };
 
 mod common;
@@ -645,15 +645,64 @@ fn improvement_1_config_validated_names_field() {
             .field(),
         "target_latency"
     );
-    // Cross-field rules: max raised to min, initial clamped.
+    // Cross-field rules: initial clamped into [min, max]; a max below the
+    // min is refused (Go raised it: `both_builders_refuse_a_max_below_the_min_naming_both`).
     let l = Limiter::builder()
         .min_limit(50)
-        .max_limit(10)
+        .max_limit(60)
         .initial_limit(5)
         .build()
-        .expect("cross-field rules repair, not reject");
+        .expect("an initial limit out of [min, max] is clamped, not refused");
     let s = l.stats();
-    assert_eq!((s.limit, s.min_limit, s.max_limit), (50, 50, 50));
+    assert_eq!((s.limit, s.min_limit, s.max_limit), (50, 50, 60));
+}
+
+/// 1 (cross-field). `Limiter::builder()` and `RateLimiter::builder()` treat
+/// a maximum below the minimum the same way: an error on the maximum whose
+/// allowed range names the minimum and its value (Go raised `max_limit` to
+/// `min_limit`, ignoring one of the two settings without a word). Equal
+/// bounds are a fixed limit / rate, not an error.
+#[test]
+fn both_builders_refuse_a_max_below_the_min_naming_both() {
+    let err = Limiter::builder()
+        .min_limit(50)
+        .max_limit(10)
+        .build()
+        .expect_err("max_limit < min_limit");
+    assert_eq!(
+        (err.field(), err.value(), err.allowed()),
+        ("max_limit", "10", "min_limit (50) ..= 2147483647")
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid max_limit: 10 (allowed: min_limit (50) ..= 2147483647)"
+    );
+
+    let err = RateLimiter::builder()
+        .min_rate(20)
+        .max_rate(10)
+        .build()
+        .expect_err("max_rate < min_rate");
+    assert_eq!(
+        (err.field(), err.value(), err.allowed()),
+        ("max_rate", "10", "min_rate (20) ..= 1000000000")
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid max_rate: 10 (allowed: min_rate (20) ..= 1000000000)"
+    );
+    // The keyed build and the fleet's settings refuse the same way.
+    let keyed = RateLimiter::builder()
+        .min_rate(20)
+        .max_rate(10)
+        .build_keyed::<u32>()
+        .expect_err("max_rate < min_rate");
+    assert_eq!(keyed, err);
+
+    let fixed = Limiter::builder().min_limit(7).max_limit(7).build();
+    assert_eq!(fixed.expect("min == max is a fixed limit").limit(), 7);
+    let fixed = RateLimiter::builder().min_rate(7).max_rate(7).build();
+    assert_eq!(fixed.expect("min == max is a fixed rate").current_rate(), 7);
 }
 
 /// 2. Every law backs off on failures, and none grows unless the window

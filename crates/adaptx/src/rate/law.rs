@@ -113,10 +113,12 @@ impl RateLaw {
         let min_rate = check_rate("min_rate", min_rate)?;
         let max_rate = check_rate("max_rate", max_rate)?;
         if max_rate < min_rate {
-            return Err(ConfigError::new(
+            return Err(ConfigError::below_min(
                 "max_rate",
                 max_rate,
-                "min_rate ..= 1000000000",
+                "min_rate",
+                min_rate,
+                MAX_RATE_BOUND,
             ));
         }
         if target_latency.is_zero() {
