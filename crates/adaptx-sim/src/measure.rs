@@ -8,6 +8,7 @@ use crate::time::SECOND;
 
 /// What limits a client's concurrency in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Policy {
     /// An adaptx control law, with the scenario's limiter options.
     Law(Law),

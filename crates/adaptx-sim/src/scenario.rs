@@ -99,6 +99,7 @@ pub struct Scenario {
 /// What a backend does when a request finds it at `max_concurrency`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OverLimit {
     /// Answer with an overload error after `reject_latency`; the request does
     /// not occupy the backend.
@@ -206,6 +207,7 @@ pub struct ScheduleEntry {
 /// How demand arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DemandKind {
     /// `workers` loops per client: wait for a permit (FIFO), send, wait for
     /// the answer, think, repeat.
@@ -295,6 +297,7 @@ pub struct LimiterSpec {
 /// [`crate::peers`]) run beside them for comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Law {
     /// `Algorithm::Aimd`.
     Aimd,
@@ -431,6 +434,7 @@ impl fmt::Display for Law {
 /// serves it in full, jitter included (tested in `tests/capacity.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Metric {
     /// Goodput over the interval (default steady) as a fraction of capacity
     /// over it.

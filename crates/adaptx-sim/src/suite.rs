@@ -18,10 +18,7 @@ use crate::sim::{self, capacity};
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
 pub const BUILTIN: [(&str, &str); 25] = [
-    (
-        "01-ramp.toml",
-        include_str!("../scenarios/01-ramp.toml"),
-    ),
+    ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
         include_str!("../scenarios/02-light-load.toml"),

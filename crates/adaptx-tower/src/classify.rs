@@ -7,6 +7,7 @@ use crate::rate::RateToken;
 
 /// What one response (or error) says about the backend's capacity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Verdict {
     /// The backend coped: record a success with the request's latency.
     Success,

@@ -64,10 +64,16 @@ impl ConfigError {
         min: u64,
         bound: u64,
     ) -> Self {
+        Self::depending(max_field, max, format!("{min_field} ({min}) ..= {bound}"))
+    }
+
+    /// An error for `field` = `value` whose allowed range depends on other
+    /// values, spelled out in `allowed`.
+    pub(crate) fn depending(field: &'static str, value: impl fmt::Debug, allowed: String) -> Self {
         Self {
-            field: max_field,
-            value: format!("{max:?}"),
-            allowed: Cow::Owned(format!("{min_field} ({min}) ..= {bound}")),
+            field,
+            value: format!("{value:?}"),
+            allowed: Cow::Owned(allowed),
         }
     }
 
@@ -193,6 +199,7 @@ impl std::error::Error for AcquireError {}
 
 /// [`Limiter::try_acquire`](crate::Limiter::try_acquire) found no permit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum TryAcquireError {
     /// The limiter is closed.
     Closed,
@@ -222,6 +229,7 @@ impl std::error::Error for TryAcquireError {}
 
 /// A timed acquisition failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum AcquireTimeoutError {
     /// The limiter is closed.
     Closed,
@@ -324,6 +332,7 @@ impl std::error::Error for PanicError {}
 
 /// [`Limiter::execute`](crate::Limiter::execute) failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ExecuteError<E> {
     /// The limiter was closed before the operation was admitted.
     Closed,
@@ -346,29 +355,34 @@ impl<E> ExecuteError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for ExecuteError<E> {
+/// Describes this level only: the cause (the queue's refusal, the
+/// operation's error, the panic) is [`source`](std::error::Error::source),
+/// so an error reporter that walks the chain prints each once.
+impl<E> fmt::Display for ExecuteError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Closed => f.write_str("limiter is closed"),
-            Self::Rejected(e) => e.fmt(f),
-            Self::Failed(e) => write!(f, "operation failed: {e}"),
-            Self::Panicked(p) => p.fmt(f),
-        }
+        f.write_str(match self {
+            Self::Closed => "limiter is closed",
+            Self::Rejected(_) => "rejected by the wait queue",
+            Self::Failed(_) => "operation failed",
+            Self::Panicked(_) => "operation panicked",
+        })
     }
 }
 
 impl<E: std::error::Error + 'static> std::error::Error for ExecuteError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
+            Self::Rejected(e) => Some(e),
             Self::Failed(e) => Some(e),
             Self::Panicked(p) => Some(p),
-            Self::Closed | Self::Rejected(_) => None,
+            Self::Closed => None,
         }
     }
 }
 
 /// [`Limiter::try_execute`](crate::Limiter::try_execute) failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum TryExecuteError<E> {
     /// The limiter is closed.
     Closed,
@@ -390,14 +404,16 @@ impl<E> TryExecuteError<E> {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for TryExecuteError<E> {
+/// Describes this level only, as [`ExecuteError`] does: the operation's
+/// error or the panic is [`source`](std::error::Error::source).
+impl<E> fmt::Display for TryExecuteError<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Closed => f.write_str("limiter is closed"),
-            Self::NoCapacity => f.write_str("no permit available"),
-            Self::Failed(e) => write!(f, "operation failed: {e}"),
-            Self::Panicked(p) => p.fmt(f),
-        }
+        f.write_str(match self {
+            Self::Closed => "limiter is closed",
+            Self::NoCapacity => "no permit available",
+            Self::Failed(_) => "operation failed",
+            Self::Panicked(_) => "operation panicked",
+        })
     }
 }
 

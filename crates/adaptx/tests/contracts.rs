@@ -762,18 +762,14 @@ fn improvement_3_vegas_band_continuous() {
     for m_ms in 50..=150u32 {
         let m = f64::from(m_ms) * 1e6;
         let r = m * 1.05;
-        let w = WindowSummary {
-            duration_nanos: 1_000_000_000,
-            samples: 10,
-            failures: 0,
-            stale_failures: 0,
-            peak_in_flight: 100,
-            mean_rtt_nanos: r,
-            mean_ok_rtt_nanos: r,
-            min_rtt_nanos: m,
-            rtt_floor_nanos: Some(m),
-            rtt_average_nanos: Some(r),
-        };
+        // The latencies set as the exact floats of the sweep.
+        let mut w = WindowSummary::new(Duration::from_secs(1), 10, 0, 100, Duration::ZERO)
+            .expect("a consistent window");
+        w.mean_rtt_nanos = r;
+        w.mean_ok_rtt_nanos = r;
+        w.min_rtt_nanos = m;
+        w.rtt_floor_nanos = Some(m);
+        w.rtt_average_nanos = Some(r);
         assert_eq!(law.next_limit(100, &w), 101, "floor {m_ms} ms");
     }
 }
@@ -857,6 +853,7 @@ fn improvement_6_close_and_admission_linearized() {
                         }
                         Err(TryAcquireError::Closed) => break,
                         Err(TryAcquireError::NoCapacity) => std::hint::spin_loop(),
+                        Err(e) => panic!("unexpected {e}"),
                     }
                 }
             });
@@ -1072,29 +1069,15 @@ fn improvement_8_control_law_is_a_public_trait() {
     next().record_with_latency(Outcome::Success, ms(6));
     assert_eq!(rig.limiter.limit(), 50, "limit + 1000 clamped to max");
 
-    let base = WindowSummary {
-        duration_nanos: 1_000_000_000,
-        samples: 2,
-        failures: 1,
-        stale_failures: 0,
-        peak_in_flight: 4,
-        mean_rtt_nanos: 3e6,
-        mean_ok_rtt_nanos: 2e6,
-        min_rtt_nanos: 2e6,
-        rtt_floor_nanos: Some(2e6),
-        rtt_average_nanos: None,
-    };
-    let second = WindowSummary {
-        samples: 1,
-        failures: 0,
-        stale_failures: 0,
-        peak_in_flight: 2,
-        mean_rtt_nanos: 6e6,
-        mean_ok_rtt_nanos: 6e6,
-        min_rtt_nanos: 6e6,
-        rtt_average_nanos: Some(3e6),
-        ..base
-    };
+    let base = WindowSummary::new(Duration::from_secs(1), 2, 1, 4, ms(3))
+        .and_then(|w| w.with_min_rtt(ms(2)))
+        .expect("a consistent window")
+        .with_mean_ok_rtt(ms(2))
+        .with_rtt_floor(ms(2));
+    let second = WindowSummary::new(Duration::from_secs(1), 1, 0, 2, ms(6))
+        .expect("a consistent window")
+        .with_rtt_floor(ms(2))
+        .with_rtt_average(ms(3));
     assert_eq!(
         *seen.lock().expect("not poisoned"),
         vec![(10, base), (2, second)]
@@ -1362,4 +1345,89 @@ fn improvement_12_delay_laws_relearn_a_floor_that_moves() {
     let limits = floor_step_run(&rig, 70, |i| if i < 10 { ms(5) } else { ms(15) });
     let after_step = limits[20];
     assert!(limits[69] >= after_step + 20, "growth resumed: {limits:?}");
+}
+
+/// The error-chain convention: `ExecuteError`'s and `TryExecuteError`'s
+/// `Display` describe their own level and never repeat their `source()`, so
+/// a reporter that prints the chain (`anyhow`'s `{:#}`, `tracing`'s error
+/// fields) prints each cause once.
+#[tokio::test]
+async fn execute_errors_display_their_level_only_and_chain_the_cause() {
+    use std::error::Error as _;
+
+    #[derive(Debug)]
+    struct Boom;
+    impl std::fmt::Display for Boom {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("boom")
+        }
+    }
+    impl std::error::Error for Boom {}
+
+    /// Each level's text, outermost first.
+    fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+        let mut levels = vec![e.to_string()];
+        let mut next = e.source();
+        while let Some(cause) = next {
+            levels.push(cause.to_string());
+            next = cause.source();
+        }
+        levels
+    }
+
+    let l = Limiter::builder()
+        .initial_limit(1)
+        .queue(adaptx::QueuePolicy::new().max_waiters(0))
+        .build()
+        .expect("valid configuration");
+    let failed = l.execute(async |_| Err::<(), _>(Boom)).await.unwrap_err();
+    assert_eq!(chain(&failed), ["operation failed", "boom"]);
+    let panicked = l
+        .execute(async |_| -> Result<(), Boom> { panic!("kaput") })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        chain(&panicked),
+        ["operation panicked", "panic in adaptx::execute: kaput"]
+    );
+    let held = l.try_acquire().expect("a free permit");
+    let rejected = l.execute(async |_| Ok::<(), Boom>(())).await.unwrap_err();
+    assert!(
+        matches!(rejected, ExecuteError::Rejected(_)),
+        "{rejected:?}"
+    );
+    assert_eq!(
+        chain(&rejected),
+        ["rejected by the wait queue", "wait queue is full"]
+    );
+    let none = l
+        .try_execute(async |_| Ok::<(), Boom>(()))
+        .await
+        .unwrap_err();
+    assert_eq!(chain(&none), ["no permit available"]);
+    drop(held);
+
+    let failed = l
+        .try_execute(async |_| Err::<(), _>(Boom))
+        .await
+        .unwrap_err();
+    assert_eq!(chain(&failed), ["operation failed", "boom"]);
+    let panicked = l
+        .try_execute(async |_| -> Result<(), Boom> { panic!("kaput") })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        chain(&panicked),
+        ["operation panicked", "panic in adaptx::try_execute: kaput"]
+    );
+
+    l.close();
+    let closed = l.execute(async |_| Ok::<(), Boom>(())).await.unwrap_err();
+    assert_eq!(chain(&closed), ["limiter is closed"]);
+    let closed = l
+        .try_execute(async |_| Ok::<(), Boom>(()))
+        .await
+        .unwrap_err();
+    assert_eq!(chain(&closed), ["limiter is closed"]);
+    assert!(closed.source().is_none());
 }

@@ -150,10 +150,7 @@ fn invalid(i: &Input) -> Vec<&'static str> {
     [
         ("initial_limit", lim(i.initial)),
         ("min_limit", lim(i.min)),
-        (
-            "max_limit",
-            lim(i.max) && !(lim(i.min) && i.max < i.min),
-        ),
+        ("max_limit", lim(i.max) && !(lim(i.min) && i.max < i.min)),
         ("smoothing", unit(i.smoothing)),
         (
             "increase_rate",

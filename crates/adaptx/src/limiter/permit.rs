@@ -16,6 +16,7 @@ use crate::sync::Arc;
 /// capacity (a 404, a validation error) are better reported as
 /// [`Success`](Outcome::Success) or recorded without a sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The operation succeeded.
     Success,
