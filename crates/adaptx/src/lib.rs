@@ -30,7 +30,7 @@
 //!   ([`acquire`](Limiter::acquire), [`try_acquire`](Limiter::try_acquire),
 //!   [`execute`](Limiter::execute), blocking variants), a [`Permit`] or
 //!   [`OwnedPermit`] per admitted operation that records its [`Outcome`],
-//!   [`Stats`], and a linearized close ([`Limiter::close_with_timeout`]).
+//!   [`Stats`], and a linearized close ([`Limiter::close_and_drain`]).
 //! - Control laws: [`Algorithm`] picks a built-in one ([`Ceiling`], the
 //!   default; [`Aimd`], [`Vegas`], [`Gradient`]); [`ControlLaw`] is the trait
 //!   a law of your own implements, handed a [`WindowSummary`] per window.
@@ -50,7 +50,7 @@
 //!
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `tokio` | yes | timed waits ([`Limiter::acquire_timeout`], [`Limiter::close_with_timeout`], queue timeouts woken by a timer) and `TokioClock` |
+//! | `tokio` | yes | timed waits (`Limiter::acquire_timeout`, `Limiter::close_with_timeout`, queue timeouts woken by a timer) and `TokioClock` |
 //! | `serde` | yes | `Serialize` for [`Stats`] and [`RateStats`] |
 //!
 //! Without `tokio` the crate is runtime-agnostic: `acquire` is a plain
