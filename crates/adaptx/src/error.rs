@@ -155,6 +155,20 @@ pub(crate) fn closed_closed(
 /// [`Limiter::acquire`](crate::Limiter::acquire) failed: the limiter is
 /// closed, or the wait queue refused the request (full, timed out, or shed
 /// for a higher-priority one; see [`QueuePolicy`](crate::QueuePolicy)).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// limiter.close();
+/// let err = limiter.acquire().await.unwrap_err();
+/// assert!(err.is_closed());
+/// assert_eq!(err.to_string(), "limiter is closed");
+/// # });
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcquireError(Refused);
 
@@ -198,6 +212,23 @@ impl fmt::Display for AcquireError {
 impl std::error::Error for AcquireError {}
 
 /// [`Limiter::try_acquire`](crate::Limiter::try_acquire) found no permit.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, TryAcquireError};
+///
+/// let limiter = Limiter::builder().initial_limit(1).build()?;
+/// let held = limiter.try_acquire()?;
+/// match limiter.try_acquire() {
+///     Err(TryAcquireError::NoCapacity) => {} // shed, or answer 503
+///     Err(TryAcquireError::Closed) => unreachable!("not closed"),
+///     Err(other) => panic!("a newer refusal: {other}"), // the enum may grow
+///     Ok(_) => unreachable!("the only permit is held"),
+/// }
+/// drop(held);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TryAcquireError {
@@ -228,6 +259,22 @@ impl fmt::Display for TryAcquireError {
 impl std::error::Error for TryAcquireError {}
 
 /// A timed acquisition failed.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{AcquireTimeoutError, Limiter};
+/// use std::time::Duration;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+/// let limiter = Limiter::builder().initial_limit(1).build()?;
+/// let _held = limiter.try_acquire()?;
+/// let err = limiter.acquire_timeout(Duration::from_millis(10)).await.unwrap_err();
+/// assert_eq!(err, AcquireTimeoutError::Timeout);
+/// assert_eq!(err.to_string(), "timed out waiting for a permit");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum AcquireTimeoutError {
@@ -263,6 +310,20 @@ impl fmt::Display for AcquireTimeoutError {
 impl std::error::Error for AcquireTimeoutError {}
 
 /// The drain timed out with work still in flight. The limiter stays closed.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+/// use std::time::Duration;
+///
+/// let limiter = Limiter::new();
+/// let _busy = limiter.try_acquire()?; // never released in time
+/// let err = limiter.close_blocking(Duration::from_millis(1)).unwrap_err();
+/// assert_eq!(err.in_flight(), 1);
+/// assert!(limiter.is_closed());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DrainTimeoutError {
     in_flight: usize,
@@ -293,6 +354,23 @@ impl std::error::Error for DrainTimeoutError {}
 
 /// An operation run by the limiter panicked. The permit was released and the
 /// panic counted as a failure.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{ExecuteError, Limiter};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::builder().op_name("load_user").build()?;
+/// let result = limiter
+///     .execute(async |_| -> Result<(), std::io::Error> { panic!("no such row") })
+///     .await;
+/// let Err(ExecuteError::Panicked(p)) = result else { unreachable!() };
+/// assert_eq!((p.op(), p.message()), ("load_user", "no such row"));
+/// assert_eq!(limiter.stats().failures, 1); // counted, permit released
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PanicError {
     op: std::sync::Arc<str>,
@@ -331,6 +409,36 @@ impl fmt::Display for PanicError {
 impl std::error::Error for PanicError {}
 
 /// [`Limiter::execute`](crate::Limiter::execute) failed.
+///
+/// `Display` describes this level only; the cause (the operation's error,
+/// the panic, the queue's refusal) is [`source`](std::error::Error::source).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{ExecuteError, Limiter};
+/// use std::error::Error as _;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let result = limiter
+///     .execute(async |_| Err::<(), _>(std::io::Error::other("backend said no")))
+///     .await;
+/// match result {
+///     Ok(()) => unreachable!(),
+///     Err(ExecuteError::Failed(e)) => assert_eq!(e.to_string(), "backend said no"),
+///     Err(ExecuteError::Closed) => println!("shutting down"),
+///     Err(other) => println!("{other}"), // rejected, panicked, or a future variant
+/// }
+///
+/// let err = limiter
+///     .execute(async |_| Err::<(), _>(std::io::Error::other("backend said no")))
+///     .await
+///     .unwrap_err();
+/// assert_eq!(err.to_string(), "operation failed");
+/// assert_eq!(err.source().unwrap().to_string(), "backend said no");
+/// # });
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ExecuteError<E> {
@@ -381,6 +489,22 @@ impl<E: std::error::Error + 'static> std::error::Error for ExecuteError<E> {
 }
 
 /// [`Limiter::try_execute`](crate::Limiter::try_execute) failed.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, TryExecuteError};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::builder().initial_limit(1).build()?;
+/// let held = limiter.try_acquire()?;
+/// let result = limiter.try_execute(async |_| Ok::<_, std::io::Error>(1)).await;
+/// assert!(matches!(result, Err(TryExecuteError::NoCapacity))); // never waited
+/// drop(held);
+/// assert_eq!(limiter.try_execute(async |_| Ok::<_, std::io::Error>(1)).await?, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum TryExecuteError<E> {

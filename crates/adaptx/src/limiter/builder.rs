@@ -19,6 +19,17 @@ use crate::window::{AdaptiveWindow, Window};
 pub type LimitChangeHook = Box<dyn Fn(usize, usize) + Send + Sync>;
 
 /// The built-in control laws.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Algorithm, Limiter};
+///
+/// let limiter = Limiter::builder().algorithm(Algorithm::Aimd).build()?;
+/// assert_eq!(limiter.algorithm(), "aimd");
+/// assert_eq!(Limiter::new().algorithm(), Algorithm::Ceiling.to_string()); // the default
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Algorithm {
