@@ -123,6 +123,24 @@ pub struct Permit<'a> {
 }
 
 /// A permit that owns a handle to its limiter.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, OwnedPermit};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let permit: OwnedPermit = limiter.acquire_owned().await?;
+/// tokio::spawn(async move {
+///     // ... the work, in its own task ...
+///     permit.success();
+/// })
+/// .await?;
+/// assert_eq!(limiter.stats().success, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub type OwnedPermit = Permit<'static>;
 
 impl fmt::Debug for Permit<'_> {
