@@ -308,6 +308,20 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
 }
 
 /// How to run a suite.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_sim::Law;
+/// use adaptx_sim::suite::{self, Options};
+///
+/// let scenario = suite::builtin_named("02-light-load.toml")?;
+/// let entries = vec![suite::Entry { scenario, shown: true }];
+/// let options = Options { laws: vec![Law::Ceiling], seeds: vec![0, 1], threads: 1, ..Options::default() };
+/// let result = suite::run(entries, &options);
+/// assert!(result.outcomes[0].run(Law::Ceiling, 1).is_some());
+/// # Ok::<(), adaptx_sim::ScenarioError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Laws to run.
