@@ -10,3 +10,12 @@
 //! scripts/bench-table
 //! cargo bench -p adaptx-bench --bench peers    # the raw criterion run
 //! ```
+//!
+//! It also runs the repository README's examples as doc tests: the README
+//! lies outside every published package, so no published crate may include
+//! it, and this one is not published.
+
+/// The repository's `README.md`, whose Rust examples run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct RepositoryReadme;

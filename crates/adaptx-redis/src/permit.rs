@@ -19,6 +19,25 @@ use crate::stats::add;
 /// Redis, and so the fleet's interval; a permit from the local fallback
 /// bucket feeds that bucket's own law. Dropping a permit without recording
 /// gives no feedback (counted as dropped).
+///
+/// # Examples
+///
+/// ```no_run
+/// use adaptx_redis::FleetRateLimiter;
+///
+/// # async fn call() -> Result<(), std::io::Error> { Ok(()) }
+/// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+/// let limiter = FleetRateLimiter::builder("redis://10.0.0.5:6379", "checkout").build()?;
+/// match limiter.try_acquire() {
+///     Ok(permit) => match call().await {
+///         Ok(()) => permit.success(),
+///         Err(_) => permit.failure(), // the fleet's law sees it
+///     },
+///     Err(limited) => println!("429, Retry-After: {}", limited.retry_after_secs()),
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[must_use = "dropping a fleet permit records no outcome"]
 pub struct FleetPermit {
     shared: Arc<Shared>,

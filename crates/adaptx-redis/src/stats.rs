@@ -3,6 +3,20 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where an instance takes its tokens from.
+///
+/// # Examples
+///
+/// ```no_run
+/// use adaptx_redis::{FleetMode, FleetRateLimiter};
+///
+/// # async fn check() -> Result<(), adaptx_redis::BuildError> {
+/// let limiter = FleetRateLimiter::builder("redis://10.0.0.5:6379", "checkout").build()?;
+/// if limiter.mode() == FleetMode::Local {
+///     eprintln!("redis unreachable: running at this instance's share");
+/// }
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FleetMode {
@@ -18,6 +32,20 @@ pub enum FleetMode {
 /// Counters run from construction and are never reset; each is read
 /// separately. Every transition between the fleet and the local bucket is
 /// counted here and logged as a `tracing` event.
+///
+/// # Examples
+///
+/// ```no_run
+/// use adaptx_redis::FleetRateLimiter;
+///
+/// # async fn check() -> Result<(), adaptx_redis::BuildError> {
+/// let limiter = FleetRateLimiter::builder("redis://10.0.0.5:6379", "checkout").build()?;
+/// let s = limiter.stats();
+/// println!("{:?}: fleet {}/s over {} instances, {} admitted ({} locally)",
+///     s.mode, s.fleet_rate, s.instances, s.admitted, s.admitted_local);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct FleetStats {

@@ -222,6 +222,7 @@ fn time_until(series: &[Second], after: u64, k: usize, ok: impl Fn(&[Second]) ->
 
 /// A band bound.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub enum Bound {
     /// The value must be at least this.
     Min(f64),

@@ -136,6 +136,7 @@ pub(crate) fn validate(sc: &Scenario) -> Result<(), String> {
 /// The order of the limiter's wait queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OrderSpec {
     /// Oldest first.
     Fifo,

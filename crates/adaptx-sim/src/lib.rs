@@ -71,6 +71,7 @@
 //!
 //! The `adaptx-sim` command runs the shipped scenarios, prints the tables,
 //! checks the bands and writes an HTML report: see `adaptx-sim --help`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod backend;
@@ -98,3 +99,8 @@ pub use scenario::{
 };
 pub use sim::{capacity, capacity_between, run};
 pub use time::{MILLISECOND, Nanos, SECOND, parse_duration};
+
+/// The crate's `README.md`, whose example runs as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;

@@ -7,7 +7,31 @@ use crate::scenario::Law;
 use crate::time::SECOND;
 
 /// What limits a client's concurrency in a run.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_sim::{Law, Policy, Scenario, run};
+///
+/// let sc = Scenario::from_toml("mine.toml", r#"
+///     name = "mine"
+///     duration = "20s"
+///     [backend]
+///     service_time = "10ms"
+///     max_concurrency = 8
+///     over_limit = "reject"
+///     [demand]
+///     kind = "closed"
+///     workers = 40
+/// "#)?;
+/// for policy in [Policy::Law(Law::Aimd), Policy::Fixed(4)] {
+///     let r = run(&sc, policy, 7);
+///     assert_eq!(r.seconds.len(), 20, "{policy}");
+/// }
+/// # Ok::<(), adaptx_sim::ScenarioError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Policy {
     /// An adaptx control law, with the scenario's limiter options.
     Law(Law),
@@ -193,6 +217,29 @@ pub(crate) fn range(n: usize, from: u64, to: u64) -> Range<usize> {
 }
 
 /// The result of one run of one scenario with one policy and seed.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_sim::{Law, Policy, Scenario, run};
+///
+/// let sc = Scenario::from_toml("mine.toml", r#"
+///     name = "mine"
+///     duration = "20s"
+///     [backend]
+///     service_time = "10ms"
+///     max_concurrency = 8
+///     over_limit = "reject"
+///     [demand]
+///     kind = "closed"
+///     workers = 40
+/// "#)?;
+/// let r = run(&sc, Policy::Law(Law::Ceiling), 0);
+/// let served: u64 = r.seconds.iter().map(|s| s.goodput).sum();
+/// assert!(served > 0);
+/// assert_eq!(r, run(&sc, Policy::Law(Law::Ceiling), 0)); // deterministic
+/// # Ok::<(), adaptx_sim::ScenarioError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     /// The scenario's id (its file name without `.toml`).

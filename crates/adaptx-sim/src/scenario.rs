@@ -55,6 +55,28 @@ pub const DEFAULT_TIMEOUT: Nanos = Nanos(SECOND);
 
 /// One scenario: a backend, its schedule, the demand, limiter options and
 /// the bands a run must meet.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_sim::{Policy, Scenario, run};
+///
+/// let sc = Scenario::from_toml("mine.toml", r#"
+///     name = "mine"
+///     duration = "20s"
+///     [backend]
+///     service_time = "10ms"
+///     max_concurrency = 8
+///     over_limit = "reject"
+///     [demand]
+///     kind = "closed"
+///     workers = 40
+/// "#)?;
+/// assert_eq!(sc.name, "mine");
+/// let fixed = run(&sc, Policy::Fixed(8), 0);
+/// assert_eq!(fixed.seconds[10].goodput, 800); // 8 in flight / 10 ms
+/// # Ok::<(), adaptx_sim::ScenarioError>(())
+/// ```
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
@@ -99,6 +121,7 @@ pub struct Scenario {
 /// What a backend does when a request finds it at `max_concurrency`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum OverLimit {
     /// Answer with an overload error after `reject_latency`; the request does
     /// not occupy the backend.
@@ -206,6 +229,7 @@ pub struct ScheduleEntry {
 /// How demand arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DemandKind {
     /// `workers` loops per client: wait for a permit (FIFO), send, wait for
     /// the answer, think, repeat.
@@ -293,8 +317,19 @@ pub struct LimiterSpec {
 
 /// A control law: one of adaptx's three, or a peer re-implementation (see
 /// [`crate::peers`]) run beside them for comparison.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_sim::Law;
+///
+/// assert_eq!(Law::from_name("ceiling"), Some(Law::Ceiling));
+/// assert_eq!(Law::Ceiling.algorithm(), Some(adaptx::Algorithm::Ceiling));
+/// assert!(Law::NetflixGradient2.is_peer());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Law {
     /// `Algorithm::Aimd`.
     Aimd,
@@ -445,6 +480,7 @@ impl fmt::Display for Law {
 /// serves it in full, jitter included (tested in `tests/capacity.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Metric {
     /// Goodput over the interval (default steady) as a fraction of capacity
     /// over it.
@@ -816,6 +852,15 @@ impl BandSpec {
 }
 
 /// A scenario file that could not be read or does not fit the schema.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_sim::Scenario;
+///
+/// let err = Scenario::from_toml("bad.toml", "name = 3").unwrap_err();
+/// assert!(err.to_string().starts_with("bad.toml"), "{err}");
+/// ```
 #[derive(Debug)]
 pub struct ScenarioError {
     file: String,

@@ -18,109 +18,106 @@ use crate::sim::{self, capacity};
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
 pub const BUILTIN: [(&str, &str); 26] = [
-    (
-        "01-ramp.toml",
-        include_str!("../../../scenarios/01-ramp.toml"),
-    ),
+    ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
-        include_str!("../../../scenarios/02-light-load.toml"),
+        include_str!("../scenarios/02-light-load.toml"),
     ),
     (
         "03-hard-limit.toml",
-        include_str!("../../../scenarios/03-hard-limit.toml"),
+        include_str!("../scenarios/03-hard-limit.toml"),
     ),
     (
         "04-drop-timeout.toml",
-        include_str!("../../../scenarios/04-drop-timeout.toml"),
+        include_str!("../scenarios/04-drop-timeout.toml"),
     ),
     (
         "05-queueing.toml",
-        include_str!("../../../scenarios/05-queueing.toml"),
+        include_str!("../scenarios/05-queueing.toml"),
     ),
     (
         "06-step-down-up.toml",
-        include_str!("../../../scenarios/06-step-down-up.toml"),
+        include_str!("../scenarios/06-step-down-up.toml"),
     ),
     (
         "07-outage.toml",
-        include_str!("../../../scenarios/07-outage.toml"),
+        include_str!("../scenarios/07-outage.toml"),
     ),
     (
         "08-latency-step.toml",
-        include_str!("../../../scenarios/08-latency-step.toml"),
+        include_str!("../scenarios/08-latency-step.toml"),
     ),
     (
         "09-client-errors.toml",
-        include_str!("../../../scenarios/09-client-errors.toml"),
+        include_str!("../scenarios/09-client-errors.toml"),
     ),
     (
         "10-fairness.toml",
-        include_str!("../../../scenarios/10-fairness.toml"),
+        include_str!("../scenarios/10-fairness.toml"),
     ),
     (
         "11-slow-backend.toml",
-        include_str!("../../../scenarios/11-slow-backend.toml"),
+        include_str!("../scenarios/11-slow-backend.toml"),
     ),
     (
         "12-rate-overload.toml",
-        include_str!("../../../scenarios/12-rate-overload.toml"),
+        include_str!("../scenarios/12-rate-overload.toml"),
     ),
     (
         "13-rate-recovery.toml",
-        include_str!("../../../scenarios/13-rate-recovery.toml"),
+        include_str!("../scenarios/13-rate-recovery.toml"),
     ),
     (
         "14-rate-light-load.toml",
-        include_str!("../../../scenarios/14-rate-light-load.toml"),
+        include_str!("../scenarios/14-rate-light-load.toml"),
     ),
     (
         "15-rate-keyed.toml",
-        include_str!("../../../scenarios/15-rate-keyed.toml"),
+        include_str!("../scenarios/15-rate-keyed.toml"),
     ),
     (
         "16-demand-ramp.toml",
-        include_str!("../../../scenarios/16-demand-ramp.toml"),
+        include_str!("../scenarios/16-demand-ramp.toml"),
     ),
     (
         "17-soft-ceiling.toml",
-        include_str!("../../../scenarios/17-soft-ceiling.toml"),
+        include_str!("../scenarios/17-soft-ceiling.toml"),
     ),
     (
         "18-random-failures.toml",
-        include_str!("../../../scenarios/18-random-failures.toml"),
+        include_str!("../scenarios/18-random-failures.toml"),
     ),
     (
         "19-unequal-clients.toml",
-        include_str!("../../../scenarios/19-unequal-clients.toml"),
+        include_str!("../scenarios/19-unequal-clients.toml"),
     ),
     (
         "20-floor-drop.toml",
-        include_str!("../../../scenarios/20-floor-drop.toml"),
+        include_str!("../scenarios/20-floor-drop.toml"),
     ),
     (
         "21-fast-backend.toml",
-        include_str!("../../../scenarios/21-fast-backend.toml"),
+        include_str!("../scenarios/21-fast-backend.toml"),
     ),
     (
         "23-priority-surge.toml",
-        include_str!("../../../scenarios/23-priority-surge.toml"),
+        include_str!("../scenarios/23-priority-surge.toml"),
     ),
     (
         "24-timeouts-adaptive-lifo.toml",
-        include_str!("../../../scenarios/24-timeouts-adaptive-lifo.toml"),
+        include_str!("../scenarios/24-timeouts-adaptive-lifo.toml"),
     ),
     (
         "24-timeouts-fifo.toml",
-        include_str!("../../../scenarios/24-timeouts-fifo.toml"),
+        include_str!("../scenarios/24-timeouts-fifo.toml"),
     ),
     (
         "25-partitions.toml",
-        include_str!("../../../scenarios/25-partitions.toml"),
+        include_str!("../scenarios/25-partitions.toml"),
     ),
     (
         "26-rate-quota.toml",
-        include_str!("../../../scenarios/26-rate-quota.toml"),
+        include_str!("../scenarios/26-rate-quota.toml"),
     ),
 ];
 
@@ -315,6 +312,20 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, String> {
 }
 
 /// How to run a suite.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_sim::Law;
+/// use adaptx_sim::suite::{self, Options};
+///
+/// let scenario = suite::builtin_named("02-light-load.toml")?;
+/// let entries = vec![suite::Entry { scenario, shown: true }];
+/// let options = Options { laws: vec![Law::Ceiling], seeds: vec![0, 1], threads: 1, ..Options::default() };
+/// let result = suite::run(entries, &options);
+/// assert!(result.outcomes[0].run(Law::Ceiling, 1).is_some());
+/// # Ok::<(), adaptx_sim::ScenarioError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Options {
     /// Laws to run.

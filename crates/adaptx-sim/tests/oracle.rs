@@ -27,7 +27,7 @@ workers = 30
 fn limit(r: &Run) -> usize {
     match r.policy {
         Policy::Fixed(l) => l,
-        Policy::Law(_) => panic!("an oracle is a fixed limit"),
+        other => panic!("an oracle is a fixed limit, not {other:?}"),
     }
 }
 

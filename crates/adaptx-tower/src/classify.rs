@@ -6,7 +6,30 @@ use http::{Response, StatusCode};
 use crate::rate::RateToken;
 
 /// What one response (or error) says about the backend's capacity.
+///
+/// # Examples
+///
+/// A classifier of one's own is any closure that returns a verdict:
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_tower::{AdaptiveConcurrencyLayer, Verdict};
+/// use http::{Response, StatusCode};
+/// use std::convert::Infallible;
+///
+/// let layer = AdaptiveConcurrencyLayer::server(Limiter::new()).classifier(
+///     |result: Result<&Response<String>, &Infallible>| match result {
+///         Ok(res) if res.status() == StatusCode::SERVICE_UNAVAILABLE => Verdict::Failure,
+///         Ok(res) if res.status().is_server_error() => Verdict::Fault, // a bug, not overload
+///         Ok(res) if res.status() == StatusCode::NOT_FOUND => Verdict::Skip,
+///         Ok(_) => Verdict::Success,
+///         Err(never) => match *never {},
+///     },
+/// );
+/// # let _ = layer;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Verdict {
     /// The backend coped: record a success with the request's latency.
     Success,

@@ -11,6 +11,25 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// [`AdaptiveConcurrencyClient::poll_ready`](crate::AdaptiveConcurrencyClient)
 /// after [`Limiter::close`](adaptx::Limiter::close). Server-side layers answer
 /// with a response instead.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_tower::{AdaptiveConcurrencyClientLayer, LimiterClosed};
+/// use tower::{ServiceBuilder, ServiceExt, service_fn};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let svc = ServiceBuilder::new()
+///     .layer(AdaptiveConcurrencyClientLayer::new(limiter.clone()))
+///     .service(service_fn(|_: ()| async { Ok::<_, std::io::Error>("ok") }));
+/// limiter.close();
+/// let err = svc.oneshot(()).await.unwrap_err();
+/// assert!(err.is::<LimiterClosed>());
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LimiterClosed(());
 
@@ -36,6 +55,29 @@ impl std::error::Error for LimiterClosed {}
 /// [`timeout`](crate::AdaptiveConcurrencyClientLayer::timeout) is set; the
 /// request is recorded as a failure. Server-side layers answer with a
 /// `504` instead.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_tower::{AdaptiveConcurrencyClientLayer, Elapsed};
+/// use std::time::Duration;
+/// use tower::{ServiceBuilder, ServiceExt, service_fn};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let svc = ServiceBuilder::new()
+///     .layer(AdaptiveConcurrencyClientLayer::new(limiter.clone()).timeout(Duration::from_secs(1)))
+///     .service(service_fn(|_: ()| async {
+///         tokio::time::sleep(Duration::from_secs(60)).await; // a hung backend
+///         Ok::<_, std::io::Error>("late")
+///     }));
+/// let err = svc.oneshot(()).await.unwrap_err();
+/// assert!(err.is::<Elapsed>());
+/// assert_eq!(limiter.stats().failures, 1); // the hang lowers the limit
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Elapsed(());
 

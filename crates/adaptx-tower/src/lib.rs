@@ -19,6 +19,7 @@
 //! moving the limit. Both concurrency layers can time a request out
 //! *inside* its permit (`timeout`) and count one cancelled late as a
 //! failure (`drop_deadline`), so a hung backend lowers the limit.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod classify;
@@ -43,3 +44,8 @@ pub use rate::{
     SkipRequest, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
 };
 pub use throttle::{AdaptiveThrottle, AdaptiveThrottleLayer, ThrottleFuture};
+
+/// The crate's `README.md`, whose example compiles as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;

@@ -14,6 +14,33 @@ use std::time::Instant;
 /// the clock. It must never go backwards. The limiter reads it once at
 /// admission and once at completion to measure latency, and compares it with
 /// the start of the sample window.
+///
+/// # Examples
+///
+/// A clock of your own, here one that a test moves by hand (what
+/// [`ManualClock`] already is):
+///
+/// ```
+/// use adaptx::{Clock, Limiter};
+/// use std::sync::{Arc, Mutex};
+/// use std::time::Duration;
+///
+/// #[derive(Debug, Clone, Default)]
+/// struct Stepped(Arc<Mutex<Duration>>);
+///
+/// impl Clock for Stepped {
+///     fn now(&self) -> Duration {
+///         *self.0.lock().unwrap()
+///     }
+/// }
+///
+/// let clock = Stepped::default();
+/// let limiter = Limiter::builder().clock(clock.clone()).build()?;
+/// let permit = limiter.try_acquire()?;
+/// *clock.0.lock().unwrap() += Duration::from_millis(30);
+/// assert_eq!(permit.elapsed(), Duration::from_millis(30));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// Time since the clock's origin.
     fn now(&self) -> Duration;
@@ -26,6 +53,16 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 /// subtraction and normalization that turning an `Instant` into a number
 /// costs — this is read twice per operation on the hot path. Elsewhere it
 /// measures from an [`Instant`](std::time::Instant) taken at construction.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Clock, SystemClock};
+///
+/// let clock = SystemClock::new();
+/// let (a, b) = (clock.now(), clock.now());
+/// assert!(b >= a); // monotonic
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct SystemClock {
     #[cfg(not(unix))]
@@ -152,6 +189,21 @@ impl Clock for ManualClock {
 
 /// Tokio's clock ([`tokio::time::Instant`]), which follows paused and advanced
 /// time in tests (`#[tokio::test(start_paused = true)]`).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, TokioClock};
+/// use std::time::Duration;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap().block_on(async {
+/// let limiter = Limiter::builder().clock(TokioClock::new()).build()?;
+/// let permit = limiter.try_acquire()?;
+/// tokio::time::sleep(Duration::from_millis(40)).await; // paused time: instant
+/// assert_eq!(permit.elapsed(), Duration::from_millis(40));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[cfg(feature = "tokio")]
 #[derive(Debug, Clone, Copy)]
 pub struct TokioClock {

@@ -1,4 +1,66 @@
-#![doc = include_str!("../../../README.md")]
+//! Adaptive concurrency limiting: a permit pool whose size a control law
+//! moves once per sample window from the latency and the outcome of completed
+//! work, so that it finds a backend's safe concurrency instead of making you
+//! guess a number, and backs off the moment the backend shows overload.
+//!
+//! # Examples
+//!
+//! ```
+//! # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+//! use adaptx::{Limiter, Outcome};
+//!
+//! let limiter = Limiter::builder().initial_limit(2).max_limit(100).build()?;
+//!
+//! // Admit by hand: the permit measures the latency and records the outcome.
+//! let permit = limiter.acquire().await?;
+//! permit.record(Outcome::Success);
+//!
+//! // Or let the limiter run the operation: `Ok` is a success, `Err` and a
+//! // panic are failures.
+//! let n = limiter.execute(async |_ctl| Ok::<_, std::io::Error>(7)).await?;
+//! assert_eq!(n, 7);
+//! assert_eq!(limiter.stats().success, 2);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+//!
+//! # The parts
+//!
+//! - [`Limiter`], built by [`Limiter::builder`] ([`Builder`]): admission
+//!   ([`acquire`](Limiter::acquire), [`try_acquire`](Limiter::try_acquire),
+//!   [`execute`](Limiter::execute), blocking variants), a [`Permit`] or
+//!   [`OwnedPermit`] per admitted operation that records its [`Outcome`],
+//!   [`Stats`], and a linearized close ([`Limiter::close_and_drain`]).
+//! - Control laws: [`Algorithm`] picks a built-in one ([`Ceiling`], the
+//!   default; [`Aimd`], [`Vegas`], [`Gradient`]); [`ControlLaw`] is the trait
+//!   a law of your own implements, handed a [`WindowSummary`] per window.
+//! - Queueing and partitions: [`QueuePolicy`] (bounded queue, timeouts,
+//!   FIFO / LIFO / adaptive LIFO), [`Partitions`] and [`Class`] (shares of the
+//!   limit, priorities).
+//! - Adaptive rate limiting: [`RateLimiter`] and [`KeyedRateLimiter`], built
+//!   by [`RateLimiterBuilder`], a token bucket whose rate a [`RateLaw`] moves
+//!   once per interval from an [`IntervalSummary`].
+//! - Time: every component reads a [`Clock`]; [`ManualClock`] makes tests
+//!   deterministic.
+//!
+//! Every option is checked: a bad one is a [`ConfigError`] naming the
+//! option, the value and the allowed range.
+//!
+//! # Feature flags
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `tokio` | yes | timed waits (`Limiter::acquire_timeout`, `Limiter::close_with_timeout`, queue timeouts woken by a timer) and `TokioClock` |
+//! | `serde` | yes | `Serialize` for [`Stats`] and [`RateStats`] |
+//!
+//! Without `tokio` the crate is runtime-agnostic: `acquire` is a plain
+//! future, and the blocking variants wait on a thread.
+//!
+//! The tower/axum middleware is in the `adaptx-tower` crate, a fleet-wide
+//! adaptive rate on Redis in `adaptx-redis`, and a deterministic overload
+//! simulator in `adaptx-sim`. The repository's README has the measured
+//! numbers and the differences from the Go original.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 
 mod clock;
@@ -50,3 +112,8 @@ pub use throttle::{
     DEFAULT_THROTTLE_K, DEFAULT_THROTTLE_WINDOW, Throttle, ThrottleBuilder, ThrottleStats,
     Throttled, throttle_probability,
 };
+
+/// The crate's `README.md`, whose examples run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;

@@ -12,6 +12,20 @@ use crate::histogram::Counts;
 /// recent *successful* operations: a fast rejection or a timeout says nothing
 /// about how long the backend takes to serve. With the `serde` feature it
 /// serializes with latencies as integer nanoseconds (the reference's JSON).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+///
+/// let limiter = Limiter::builder().initial_limit(5).build()?;
+/// limiter.try_acquire()?.success();
+/// let _held = limiter.try_acquire()?;
+/// let s = limiter.stats();
+/// assert_eq!((s.limit, s.in_flight, s.success), (5, 1, 1));
+/// assert_eq!(s.total, s.success + s.failures + s.dropped + s.in_flight as u64);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use adaptx::{
     AcquireTimeoutError, Algorithm, ControlLaw, ExecuteError, Limiter, ManualClock, Outcome,
-    OwnedPermit, TryAcquireError, TryExecuteError, Vegas, WindowSummary,
+    OwnedPermit, RateLimiter, TryAcquireError, TryExecuteError, Vegas, WindowSummary,
 };
 
 mod common;
@@ -645,15 +645,64 @@ fn improvement_1_config_validated_names_field() {
             .field(),
         "target_latency"
     );
-    // Cross-field rules: max raised to min, initial clamped.
+    // Cross-field rules: initial clamped into [min, max]; a max below the
+    // min is refused (Go raised it: `both_builders_refuse_a_max_below_the_min_naming_both`).
     let l = Limiter::builder()
         .min_limit(50)
-        .max_limit(10)
+        .max_limit(60)
         .initial_limit(5)
         .build()
-        .expect("cross-field rules repair, not reject");
+        .expect("an initial limit out of [min, max] is clamped, not refused");
     let s = l.stats();
-    assert_eq!((s.limit, s.min_limit, s.max_limit), (50, 50, 50));
+    assert_eq!((s.limit, s.min_limit, s.max_limit), (50, 50, 60));
+}
+
+/// 1 (cross-field). `Limiter::builder()` and `RateLimiter::builder()` treat
+/// a maximum below the minimum the same way: an error on the maximum whose
+/// allowed range names the minimum and its value (Go raised `max_limit` to
+/// `min_limit`, ignoring one of the two settings without a word). Equal
+/// bounds are a fixed limit / rate, not an error.
+#[test]
+fn both_builders_refuse_a_max_below_the_min_naming_both() {
+    let err = Limiter::builder()
+        .min_limit(50)
+        .max_limit(10)
+        .build()
+        .expect_err("max_limit < min_limit");
+    assert_eq!(
+        (err.field(), err.value(), err.allowed()),
+        ("max_limit", "10", "min_limit (50) ..= 2147483647")
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid max_limit: 10 (allowed: min_limit (50) ..= 2147483647)"
+    );
+
+    let err = RateLimiter::builder()
+        .min_rate(20)
+        .max_rate(10)
+        .build()
+        .expect_err("max_rate < min_rate");
+    assert_eq!(
+        (err.field(), err.value(), err.allowed()),
+        ("max_rate", "10", "min_rate (20) ..= 1000000000")
+    );
+    assert_eq!(
+        err.to_string(),
+        "invalid max_rate: 10 (allowed: min_rate (20) ..= 1000000000)"
+    );
+    // The keyed build and the fleet's settings refuse the same way.
+    let keyed = RateLimiter::builder()
+        .min_rate(20)
+        .max_rate(10)
+        .build_keyed::<u32>()
+        .expect_err("max_rate < min_rate");
+    assert_eq!(keyed, err);
+
+    let fixed = Limiter::builder().min_limit(7).max_limit(7).build();
+    assert_eq!(fixed.expect("min == max is a fixed limit").limit(), 7);
+    let fixed = RateLimiter::builder().min_rate(7).max_rate(7).build();
+    assert_eq!(fixed.expect("min == max is a fixed rate").current_rate(), 7);
 }
 
 /// 2. Every law backs off on failures, and none grows unless the window
@@ -713,18 +762,14 @@ fn improvement_3_vegas_band_continuous() {
     for m_ms in 50..=150u32 {
         let m = f64::from(m_ms) * 1e6;
         let r = m * 1.05;
-        let w = WindowSummary {
-            duration_nanos: 1_000_000_000,
-            samples: 10,
-            failures: 0,
-            stale_failures: 0,
-            peak_in_flight: 100,
-            mean_rtt_nanos: r,
-            mean_ok_rtt_nanos: r,
-            min_rtt_nanos: m,
-            rtt_floor_nanos: Some(m),
-            rtt_average_nanos: Some(r),
-        };
+        // The latencies set as the exact floats of the sweep.
+        let mut w = WindowSummary::new(Duration::from_secs(1), 10, 0, 100, Duration::ZERO)
+            .expect("a consistent window");
+        w.mean_rtt_nanos = r;
+        w.mean_ok_rtt_nanos = r;
+        w.min_rtt_nanos = m;
+        w.rtt_floor_nanos = Some(m);
+        w.rtt_average_nanos = Some(r);
         assert_eq!(law.next_limit(100, &w), 101, "floor {m_ms} ms");
     }
 }
@@ -808,6 +853,7 @@ fn improvement_6_close_and_admission_linearized() {
                         }
                         Err(TryAcquireError::Closed) => break,
                         Err(TryAcquireError::NoCapacity) => std::hint::spin_loop(),
+                        Err(e) => panic!("unexpected {e}"),
                     }
                 }
             });
@@ -1023,29 +1069,15 @@ fn improvement_8_control_law_is_a_public_trait() {
     next().record_with_latency(Outcome::Success, ms(6));
     assert_eq!(rig.limiter.limit(), 50, "limit + 1000 clamped to max");
 
-    let base = WindowSummary {
-        duration_nanos: 1_000_000_000,
-        samples: 2,
-        failures: 1,
-        stale_failures: 0,
-        peak_in_flight: 4,
-        mean_rtt_nanos: 3e6,
-        mean_ok_rtt_nanos: 2e6,
-        min_rtt_nanos: 2e6,
-        rtt_floor_nanos: Some(2e6),
-        rtt_average_nanos: None,
-    };
-    let second = WindowSummary {
-        samples: 1,
-        failures: 0,
-        stale_failures: 0,
-        peak_in_flight: 2,
-        mean_rtt_nanos: 6e6,
-        mean_ok_rtt_nanos: 6e6,
-        min_rtt_nanos: 6e6,
-        rtt_average_nanos: Some(3e6),
-        ..base
-    };
+    let base = WindowSummary::new(Duration::from_secs(1), 2, 1, 4, ms(3))
+        .and_then(|w| w.with_min_rtt(ms(2)))
+        .expect("a consistent window")
+        .with_mean_ok_rtt(ms(2))
+        .with_rtt_floor(ms(2));
+    let second = WindowSummary::new(Duration::from_secs(1), 1, 0, 2, ms(6))
+        .expect("a consistent window")
+        .with_rtt_floor(ms(2))
+        .with_rtt_average(ms(3));
     assert_eq!(
         *seen.lock().expect("not poisoned"),
         vec![(10, base), (2, second)]
@@ -1313,4 +1345,89 @@ fn improvement_12_delay_laws_relearn_a_floor_that_moves() {
     let limits = floor_step_run(&rig, 70, |i| if i < 10 { ms(5) } else { ms(15) });
     let after_step = limits[20];
     assert!(limits[69] >= after_step + 20, "growth resumed: {limits:?}");
+}
+
+/// The error-chain convention: `ExecuteError`'s and `TryExecuteError`'s
+/// `Display` describe their own level and never repeat their `source()`, so
+/// a reporter that prints the chain (`anyhow`'s `{:#}`, `tracing`'s error
+/// fields) prints each cause once.
+#[tokio::test]
+async fn execute_errors_display_their_level_only_and_chain_the_cause() {
+    use std::error::Error as _;
+
+    #[derive(Debug)]
+    struct Boom;
+    impl std::fmt::Display for Boom {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("boom")
+        }
+    }
+    impl std::error::Error for Boom {}
+
+    /// Each level's text, outermost first.
+    fn chain(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+        let mut levels = vec![e.to_string()];
+        let mut next = e.source();
+        while let Some(cause) = next {
+            levels.push(cause.to_string());
+            next = cause.source();
+        }
+        levels
+    }
+
+    let l = Limiter::builder()
+        .initial_limit(1)
+        .queue(adaptx::QueuePolicy::new().max_waiters(0))
+        .build()
+        .expect("valid configuration");
+    let failed = l.execute(async |_| Err::<(), _>(Boom)).await.unwrap_err();
+    assert_eq!(chain(&failed), ["operation failed", "boom"]);
+    let panicked = l
+        .execute(async |_| -> Result<(), Boom> { panic!("kaput") })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        chain(&panicked),
+        ["operation panicked", "panic in adaptx::execute: kaput"]
+    );
+    let held = l.try_acquire().expect("a free permit");
+    let rejected = l.execute(async |_| Ok::<(), Boom>(())).await.unwrap_err();
+    assert!(
+        matches!(rejected, ExecuteError::Rejected(_)),
+        "{rejected:?}"
+    );
+    assert_eq!(
+        chain(&rejected),
+        ["rejected by the wait queue", "wait queue is full"]
+    );
+    let none = l
+        .try_execute(async |_| Ok::<(), Boom>(()))
+        .await
+        .unwrap_err();
+    assert_eq!(chain(&none), ["no permit available"]);
+    drop(held);
+
+    let failed = l
+        .try_execute(async |_| Err::<(), _>(Boom))
+        .await
+        .unwrap_err();
+    assert_eq!(chain(&failed), ["operation failed", "boom"]);
+    let panicked = l
+        .try_execute(async |_| -> Result<(), Boom> { panic!("kaput") })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        chain(&panicked),
+        ["operation panicked", "panic in adaptx::try_execute: kaput"]
+    );
+
+    l.close();
+    let closed = l.execute(async |_| Ok::<(), Boom>(())).await.unwrap_err();
+    assert_eq!(chain(&closed), ["limiter is closed"]);
+    let closed = l
+        .try_execute(async |_| Ok::<(), Boom>(()))
+        .await
+        .unwrap_err();
+    assert_eq!(chain(&closed), ["limiter is closed"]);
+    assert!(closed.source().is_none());
 }

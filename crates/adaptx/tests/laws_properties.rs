@@ -23,18 +23,13 @@ fn window() -> impl Strategy<Value = WindowSummary> {
     )
         .prop_map(|(ok, failures, stale, peak, rtt_ms, dur_ms)| {
             let samples = ok + failures + stale;
-            WindowSummary {
-                duration_nanos: dur_ms * 1_000_000,
-                samples,
-                failures,
-                stale_failures: stale,
-                peak_in_flight: peak,
-                mean_rtt_nanos: rtt_ms * 1e6,
-                mean_ok_rtt_nanos: rtt_ms * 1e6,
-                min_rtt_nanos: rtt_ms * 0.9e6,
-                rtt_floor_nanos: Some(rtt_ms * 0.8e6),
-                rtt_average_nanos: Some(rtt_ms * 1e6),
-            }
+            let rtt = Duration::from_secs_f64(rtt_ms / 1e3);
+            WindowSummary::new(Duration::from_millis(dur_ms), samples, failures, peak, rtt)
+                .and_then(|w| w.with_stale_failures(stale))
+                .and_then(|w| w.with_min_rtt(rtt.mul_f64(0.9)))
+                .expect("a consistent window")
+                .with_rtt_floor(rtt.mul_f64(0.8))
+                .with_rtt_average(rtt)
         })
 }
 
@@ -171,4 +166,70 @@ proptest! {
             }
         }
     }
+}
+
+/// `WindowSummary::new` (what a user builds to test a law of their own)
+/// fills a plain window from its arguments, the `with_*` methods set the
+/// other signals, and numbers that cannot describe one window are a
+/// `ConfigError` naming the field, the value and the allowed range.
+#[test]
+fn window_summary_new_fills_a_plain_window_and_refuses_an_impossible_one() {
+    let ms = Duration::from_millis;
+    let w = WindowSummary::new(Duration::from_secs(2), 10, 4, 3, ms(5)).expect("consistent");
+    assert_eq!(
+        (w.duration_nanos, w.samples, w.failures, w.stale_failures),
+        (2_000_000_000, 10, 4, 0)
+    );
+    assert_eq!(w.peak_in_flight, 3);
+    assert_eq!(
+        (w.mean_rtt_nanos, w.mean_ok_rtt_nanos, w.min_rtt_nanos),
+        (5e6, 5e6, 5e6)
+    );
+    assert_eq!((w.rtt_floor_nanos, w.rtt_average_nanos), (None, None));
+    // Every sample failed: no success latency.
+    let all_failed = WindowSummary::new(ms(10), 2, 2, 1, ms(5)).expect("consistent");
+    assert_eq!(all_failed.mean_ok_rtt_nanos, 0.0);
+    // An empty window is a window (the laws hold on it).
+    let empty = WindowSummary::new(ms(10), 0, 0, 0, Duration::ZERO).expect("consistent");
+    for mut law in laws() {
+        assert_eq!(law.next_limit(10, &empty), 10, "{}", law.name());
+    }
+
+    let w = w
+        .with_stale_failures(6)
+        .and_then(|w| w.with_min_rtt(ms(1)))
+        .expect("consistent")
+        .with_mean_ok_rtt(ms(4))
+        .with_rtt_floor(ms(2))
+        .with_rtt_average(ms(3));
+    assert_eq!(w.stale_failures, 6);
+    assert_eq!((w.mean_ok_rtt_nanos, w.min_rtt_nanos), (4e6, 1e6));
+    assert_eq!(
+        (w.rtt_floor_nanos, w.rtt_average_nanos),
+        (Some(2e6), Some(3e6))
+    );
+
+    let err = |e: adaptx::ConfigError| (e.field(), e.value().to_owned(), e.allowed().to_owned());
+    let bad = WindowSummary::new(ms(10), 2, 3, 1, ms(1)).expect_err("3 failures of 2");
+    assert_eq!(
+        err(bad),
+        ("failures", "3".into(), "0 ..= samples (2)".into())
+    );
+    let bad = WindowSummary::new(ms(10), 2, 0, 0, ms(1)).expect_err("peak 0 with samples");
+    assert_eq!(bad.field(), "peak_in_flight");
+    let plain = WindowSummary::new(ms(10), 10, 4, 3, ms(5)).expect("consistent");
+    let bad = plain.with_stale_failures(7).expect_err("4 + 7 of 10");
+    assert_eq!(
+        err(bad),
+        (
+            "stale_failures",
+            "7".into(),
+            "0 ..= samples - failures (6)".into()
+        )
+    );
+    let bad = plain.with_min_rtt(ms(6)).expect_err("min above the mean");
+    assert_eq!(
+        bad.to_string(),
+        "invalid min_rtt: 6ms (allowed: 0 ..= mean_rtt (5000000ns))"
+    );
 }

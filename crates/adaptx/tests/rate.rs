@@ -520,7 +520,7 @@ fn bad_values_are_errors_naming_field_value_and_range() {
         .unwrap_err();
     assert_eq!(
         err.to_string(),
-        "invalid max_rate: 10 (allowed: min_rate ..= 1000000000)"
+        "invalid max_rate: 10 (allowed: min_rate (20) ..= 1000000000)"
     );
     let err = RateLimiter::builder()
         .error_threshold(nan)

@@ -117,18 +117,14 @@ pub(crate) fn window(
     peak: usize,
     rtt_ms: f64,
 ) -> adaptx::WindowSummary {
-    adaptx::WindowSummary {
-        duration_nanos: duration_ms * 1_000_000,
-        samples,
-        failures: 0,
-        stale_failures: 0,
-        peak_in_flight: peak,
-        mean_rtt_nanos: rtt_ms * 1e6,
-        mean_ok_rtt_nanos: rtt_ms * 1e6,
-        min_rtt_nanos: rtt_ms * 1e6,
-        rtt_floor_nanos: None,
-        rtt_average_nanos: None,
-    }
+    let duration = std::time::Duration::from_millis(duration_ms);
+    let mut w = adaptx::WindowSummary::new(duration, samples, 0, peak, std::time::Duration::ZERO)
+        .expect("a consistent window");
+    // The latencies as the tests' exact floats.
+    w.mean_rtt_nanos = rtt_ms * 1e6;
+    w.mean_ok_rtt_nanos = rtt_ms * 1e6;
+    w.min_rtt_nanos = rtt_ms * 1e6;
+    w
 }
 
 #[cfg(test)]

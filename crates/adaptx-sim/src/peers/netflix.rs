@@ -119,6 +119,19 @@ impl ExpAvg {
 ///
 /// If the limit handed in is not `⌊L⌋` (first call, or a reset), `L` is
 /// re-seeded from it.
+///
+/// # Examples
+///
+/// A peer law is an [`adaptx::ControlLaw`]: it runs in a real limiter.
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_sim::peers::NetflixGradient2;
+///
+/// let limiter = Limiter::builder().law(NetflixGradient2::new(1, 200)).build()?;
+/// assert_eq!(limiter.algorithm(), "netflix_gradient2 (peer)");
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct NetflixGradient2 {
     min: f64,

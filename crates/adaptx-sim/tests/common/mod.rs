@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use adaptx_sim::Scenario;
 
-/// The repository's `scenarios/` directory.
+/// The shipped scenarios: `scenarios/` (a link to the repository's `scenarios/`, so the package carries them).
 pub fn scenarios_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios")
 }
 
 /// A scenario from TOML text, panicking with the error.

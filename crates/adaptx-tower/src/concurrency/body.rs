@@ -28,6 +28,32 @@ pin_project! {
     /// Rejections carry a `PermitBody` without a permit. Data, errors,
     /// [`is_end_stream`](Body::is_end_stream) and
     /// [`size_hint`](Body::size_hint) are the inner body's.
+    ///
+    /// # Examples
+    ///
+    /// See [`AdaptiveConcurrencyAtBodyEndLayer`](crate::AdaptiveConcurrencyAtBodyEndLayer):
+    /// its responses' bodies are `PermitBody`s.
+    ///
+    /// ```
+    /// use adaptx::Limiter;
+    /// use adaptx_tower::{AdaptiveConcurrencyLayer, PermitBody};
+    /// use http::{Request, Response};
+    /// use tower::{ServiceBuilder, ServiceExt, service_fn};
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+    /// let limiter = Limiter::new();
+    /// let svc = ServiceBuilder::new()
+    ///     .layer(AdaptiveConcurrencyLayer::server(limiter.clone()).record_at_body_end())
+    ///     .service(service_fn(|_: Request<()>| async {
+    ///         Ok::<_, std::io::Error>(Response::new(String::from("partial")))
+    ///     }));
+    /// let res: Response<PermitBody<String>> = svc.oneshot(Request::new(())).await?;
+    /// assert_eq!(res.body().get_ref(), "partial");
+    /// drop(res); // the client went away mid-body
+    /// assert_eq!((limiter.in_flight(), limiter.stats().dropped), (0, 1));
+    /// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+    /// # }).unwrap();
+    /// ```
     pub struct PermitBody<B> {
         #[pin]
         inner: B,

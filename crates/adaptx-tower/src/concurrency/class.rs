@@ -24,6 +24,23 @@ use crate::error::{BoxError, LimiterClosed};
 /// [`AdaptiveConcurrencyLayer::class_by`](crate::AdaptiveConcurrencyLayer::class_by)
 /// and
 /// [`AdaptiveConcurrencyClientLayer::class_by`](crate::AdaptiveConcurrencyClientLayer::class_by).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Class, Limiter, Partitions};
+/// use adaptx_tower::AdaptiveConcurrencyLayer;
+///
+/// let limiter = Limiter::builder()
+///     .partitions(Partitions::new().share("batch", 0.2))
+///     .build()?;
+/// let batch = limiter.class("batch")?;
+/// let layer = AdaptiveConcurrencyLayer::server(limiter).class_by(move |parts| {
+///     if parts.uri.path().starts_with("/export") { batch } else { Class::default() }
+/// });
+/// # let _ = layer;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct ClassBy(Arc<dyn Fn(&http::request::Parts) -> Class + Send + Sync>);
 
@@ -50,6 +67,18 @@ impl ClassBy {
 /// [`AdaptiveConcurrencyClientLayer`](crate::AdaptiveConcurrencyClientLayer)
 /// with a class per request, made by
 /// [`class_by`](crate::AdaptiveConcurrencyClientLayer::class_by).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Class, Limiter};
+/// use adaptx_tower::{AdaptiveConcurrencyClassedClientLayer, AdaptiveConcurrencyClientLayer};
+///
+/// let layer: AdaptiveConcurrencyClassedClientLayer<_> =
+///     AdaptiveConcurrencyClientLayer::new(Limiter::new())
+///         .class_by(|parts| Class::default().with_priority(u8::from(parts.method == "GET")));
+/// assert_eq!(layer.limiter().limit(), 10);
+/// ```
 #[derive(Debug, Clone)]
 pub struct AdaptiveConcurrencyClassedClientLayer<C> {
     pub(crate) limiter: Limiter,

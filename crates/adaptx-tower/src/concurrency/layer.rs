@@ -282,6 +282,32 @@ impl<S, C: Clone> Layer<S> for AdaptiveConcurrencyLayer<C> {
 ///
 /// Its service, [`AdaptiveConcurrencyAtBodyEnd`], answers
 /// `Response<`[`PermitBody`](crate::PermitBody)`<B>>`.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_tower::AdaptiveConcurrencyLayer;
+/// use http::{Request, Response};
+/// use http_body_util::BodyExt;
+/// use tower::{ServiceBuilder, ServiceExt, service_fn};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let svc = ServiceBuilder::new()
+///     .layer(AdaptiveConcurrencyLayer::server(limiter.clone()).record_at_body_end())
+///     .service(service_fn(|_: Request<()>| async {
+///         Ok::<_, std::io::Error>(Response::new(String::from("streamed")))
+///     }));
+/// let res = svc.oneshot(Request::new(())).await?;
+/// assert!(res.body().holds_permit()); // still in flight: the body is being sent
+/// assert_eq!(limiter.in_flight(), 1);
+/// let body = res.into_body().collect().await?.to_bytes();
+/// assert_eq!(body, "streamed");
+/// assert_eq!((limiter.in_flight(), limiter.stats().success), (0, 1));
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct AdaptiveConcurrencyAtBodyEndLayer<C = HttpClassifier> {
     inner: AdaptiveConcurrencyLayer<C>,

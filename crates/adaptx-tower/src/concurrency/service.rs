@@ -20,6 +20,29 @@ use crate::error::{BoxError, LimiterClosed};
 ///
 /// `poll_ready` is the inner service's; `call` takes a permit or answers
 /// with the rejection response.
+///
+/// # Examples
+///
+/// Made by [`AdaptiveConcurrencyLayer::server`](crate::AdaptiveConcurrencyLayer::server):
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_tower::AdaptiveConcurrencyLayer;
+/// use http::{Request, Response, StatusCode};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let limiter = Limiter::builder().initial_limit(1).build()?;
+/// let svc = AdaptiveConcurrencyLayer::server(limiter.clone()).layer(service_fn(
+///     |_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(String::from("ok"))) },
+/// ));
+/// let _held = limiter.try_acquire()?; // the only permit
+/// let res = svc.oneshot(Request::new(())).await?;
+/// assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE); // an answer, not an error
+/// assert_eq!(limiter.stats().rejected, 1);
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Clone)]
 pub struct AdaptiveConcurrency<S, C> {
     inner: S,
@@ -147,6 +170,23 @@ impl<S, C> AdaptiveConcurrency<S, C> {
 /// `poll_ready` is the inner service's; `call` takes a permit or answers
 /// with the rejection response. Responses carry a [`PermitBody`], which
 /// holds the permit until the body has been sent.
+///
+/// # Examples
+///
+/// Made by [`AdaptiveConcurrencyLayer::record_at_body_end`](crate::AdaptiveConcurrencyLayer::record_at_body_end);
+/// see [`AdaptiveConcurrencyAtBodyEndLayer`](crate::AdaptiveConcurrencyAtBodyEndLayer).
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_tower::{AdaptiveConcurrencyAtBodyEnd, AdaptiveConcurrencyLayer};
+/// use http::{Request, Response};
+/// use tower::{Layer, service_fn};
+///
+/// let handler = service_fn(|_: Request<()>| async { Ok::<_, std::io::Error>(Response::new(String::new())) });
+/// let svc: AdaptiveConcurrencyAtBodyEnd<_, _> =
+///     AdaptiveConcurrencyLayer::server(Limiter::new()).record_at_body_end().layer(handler);
+/// assert_eq!(svc.limiter().in_flight(), 0);
+/// ```
 #[derive(Clone)]
 pub struct AdaptiveConcurrencyAtBodyEnd<S, C> {
     inner: AdaptiveConcurrency<S, C>,
@@ -231,6 +271,24 @@ enum Slot {
 ///
 /// `call` panics if `poll_ready` has not returned `Ready(Ok(()))` since the
 /// last `call`.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+/// use adaptx_tower::AdaptiveConcurrencyClientLayer;
+/// use tower::{Layer, Service, ServiceExt, service_fn};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let mut client = AdaptiveConcurrencyClientLayer::new(limiter.clone())
+///     .layer(service_fn(|q: &'static str| async move { Ok::<_, std::io::Error>(q.len()) }));
+/// // `ready` waits for a permit; call right after it.
+/// let n = client.ready().await?.call("select 1").await?;
+/// assert_eq!((n, limiter.stats().success), (8, 1));
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
 pub struct AdaptiveConcurrencyClient<S, C> {
     inner: S,
     limiter: Limiter,

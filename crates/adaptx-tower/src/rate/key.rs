@@ -12,6 +12,19 @@ use http::{HeaderName, Request};
 /// shared store) implements it for its own permit and so gets the whole
 /// layer. Dropping a token without [`record`](RateToken::record) gives no
 /// feedback.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Outcome, RateLimiter};
+/// use adaptx_tower::RateToken;
+///
+/// let limiter = RateLimiter::builder().initial_rate(10).build()?;
+/// let permit = limiter.try_acquire().unwrap();
+/// assert_eq!(RateToken::rate_at_admission(&permit), 10);
+/// RateToken::record(permit, Outcome::Success);
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 pub trait RateToken {
     /// The rate (requests per second) in force at admission.
     fn rate_at_admission(&self) -> u64;
@@ -40,6 +53,43 @@ impl RateToken for RatePermit {
 /// Where a request's rate permit comes from: a global [`RateLimiter`], a
 /// [`Keyed`] limiter with its key extractor, or any limiter whose permit is
 /// a [`RateToken`].
+///
+/// # Examples
+///
+/// A source of one's own: API calls and static files at separate rates.
+///
+/// ```
+/// use adaptx::{RateLimited, RateLimiter, RatePermit};
+/// use adaptx_tower::{AdaptiveRateLimitLayer, RateSource};
+/// use http::Request;
+///
+/// #[derive(Clone)]
+/// struct PerRoute {
+///     api: RateLimiter,
+///     files: RateLimiter,
+/// }
+///
+/// impl<B> RateSource<B> for PerRoute {
+///     type Permit = RatePermit;
+///
+///     fn try_acquire(&self, req: &Request<B>) -> Result<RatePermit, RateLimited> {
+///         if req.uri().path().starts_with("/api") { &self.api } else { &self.files }.try_acquire()
+///     }
+///
+///     fn current_rate(&self) -> u64 {
+///         self.api.current_rate()
+///     }
+/// }
+///
+/// let source = PerRoute {
+///     api: RateLimiter::builder().initial_rate(100).build()?,
+///     files: RateLimiter::builder().initial_rate(1000).max_rate(5000).build()?,
+/// };
+/// let req = Request::builder().uri("/api/users").body(())?;
+/// assert_eq!(source.try_acquire(&req).unwrap().rate_at_admission(), 100);
+/// let _layer = AdaptiveRateLimitLayer::with_source(source);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait RateSource<B> {
     /// The permit an admitted request carries.
     type Permit: RateToken;
@@ -71,6 +121,21 @@ impl<B> RateSource<B> for RateLimiter {
 ///
 /// Implemented by [`ClientIp`], [`HeaderKey`] and every
 /// `Fn(&Request<B>) -> K`.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::RateLimiter;
+/// use adaptx_tower::{AdaptiveRateLimitLayer, KeyExtractor};
+/// use http::Request;
+///
+/// // Any closure over the request is an extractor: here the tenant from the path.
+/// let tenant = |req: &Request<()>| req.uri().path().split('/').nth(1).unwrap_or("").to_owned();
+/// let req = Request::builder().uri("/acme/orders").body(())?;
+/// assert_eq!(tenant.extract(&req), "acme");
+/// let _layer = AdaptiveRateLimitLayer::keyed(RateLimiter::builder().build_keyed::<String>()?, tenant);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait KeyExtractor<B> {
     /// The key type.
     type Key;
@@ -100,6 +165,20 @@ where
 /// Forwarding headers (`X-Forwarded-For`, `X-Real-IP`) are deliberately not
 /// read: any client can set them. Behind a trusted proxy, use [`HeaderKey`]
 /// or a closure that parses them.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_tower::{ClientIp, KeyExtractor};
+/// use http::Request;
+/// use std::net::SocketAddr;
+///
+/// let mut req = Request::new(());
+/// req.extensions_mut().insert("10.1.2.3:4567".parse::<SocketAddr>()?);
+/// assert_eq!(ClientIp.extract(&req).to_string(), "10.1.2.3");
+/// assert_eq!(ClientIp.extract(&Request::new(())).to_string(), "0.0.0.0"); // no address
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientIp;
 
@@ -122,6 +201,20 @@ impl<B> KeyExtractor<B> for ClientIp {
 
 /// The value of a request header (for example an API key); requests without
 /// it (or with a non-text value) share the bucket of the empty string.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::RateLimiter;
+/// use adaptx_tower::{AdaptiveRateLimitLayer, HeaderKey, KeyExtractor};
+/// use http::{HeaderName, Request};
+///
+/// let key = HeaderKey(HeaderName::from_static("x-api-key"));
+/// let req = Request::builder().header("x-api-key", "k-123").body(())?;
+/// assert_eq!(key.extract(&req), "k-123");
+/// let _layer = AdaptiveRateLimitLayer::keyed(RateLimiter::builder().build_keyed::<String>()?, key);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct HeaderKey(pub HeaderName);
 
@@ -138,6 +231,19 @@ impl<B> KeyExtractor<B> for HeaderKey {
 }
 
 /// A [`KeyedRateLimiter`] with the extractor of its keys.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::RateLimiter;
+/// use adaptx_tower::{ClientIp, Keyed, RateSource};
+/// use http::Request;
+///
+/// let keyed = Keyed::new(RateLimiter::builder().initial_rate(20).build_keyed()?, ClientIp);
+/// assert_eq!(RateSource::<()>::current_rate(&keyed), 20);
+/// assert!(keyed.try_acquire(&Request::new(())).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Keyed<K, X> {
     limiter: KeyedRateLimiter<K>,
@@ -175,6 +281,19 @@ where
 /// Decides which requests bypass the rate limit (health checks, metrics).
 ///
 /// Implemented by [`NoSkip`] and every `Fn(&Request<B>) -> bool`.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::RateLimiter;
+/// use adaptx_tower::{AdaptiveRateLimitLayer, SkipRequest};
+/// use http::Request;
+///
+/// let health = |req: &Request<()>| req.uri().path() == "/health";
+/// assert!(health.skip(&Request::builder().uri("/health").body(())?));
+/// let _layer = AdaptiveRateLimitLayer::new(RateLimiter::builder().build()?).skip(health);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait SkipRequest<B> {
     /// Whether `req` bypasses the limit.
     fn skip(&self, req: &Request<B>) -> bool;
@@ -190,6 +309,14 @@ where
 }
 
 /// Skips no request (the default).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx_tower::{NoSkip, SkipRequest};
+///
+/// assert!(!NoSkip.skip(&http::Request::new(())));
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoSkip;
 

@@ -12,6 +12,24 @@ use crate::classify::HttpClassifier;
 /// `Fn(&RateLimited) -> Response<B>`. The layer then adds `Retry-After`
 /// (unless the response has one) and, if enabled, the `X-RateLimit-*`
 /// headers.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{RateLimited, RateLimiter};
+/// use adaptx_tower::AdaptiveRateLimitLayer;
+/// use http::{Response, StatusCode};
+///
+/// let layer = AdaptiveRateLimitLayer::new(RateLimiter::builder().build()?).on_rate_limited(
+///     |limited: &RateLimited| {
+///         let mut res = Response::new(format!("slow down: {}s", limited.retry_after_secs()));
+///         *res.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+///         res // the layer adds Retry-After and the X-RateLimit-* headers
+///     },
+/// );
+/// # let _ = layer;
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 pub trait OnRateLimited<B> {
     /// The response to a request rejected with `limited`.
     fn on_rate_limited(&self, limited: &RateLimited) -> Response<B>;
@@ -27,6 +45,21 @@ where
 }
 
 /// The default rejection: `429 Too Many Requests` with an empty body.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{RateLimited, RateLimiter};
+/// use adaptx_tower::{AdaptiveRateLimitLayer, DefaultRejection, OnRateLimited};
+/// use std::time::Duration;
+///
+/// let res: http::Response<String> =
+///     DefaultRejection.on_rate_limited(&RateLimited::new(Duration::from_secs(2), 10));
+/// assert_eq!(res.status(), 429);
+/// // What `AdaptiveRateLimitLayer::new` uses unless told otherwise.
+/// let _layer = AdaptiveRateLimitLayer::new(RateLimiter::builder().build()?);
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DefaultRejection;
 

@@ -17,6 +17,26 @@ pub use service::AdaptiveRateLimit;
 /// admitted, inserted into the request's extensions for the handler.
 ///
 /// With axum: `Extension(CurrentRate(rate)): Extension<CurrentRate>`.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::RateLimiter;
+/// use adaptx_tower::{AdaptiveRateLimitLayer, CurrentRate};
+/// use http::{Request, Response};
+/// use tower::{Layer, ServiceExt, service_fn};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let svc = AdaptiveRateLimitLayer::new(RateLimiter::builder().initial_rate(40).build()?)
+///     .layer(service_fn(|req: Request<()>| async move {
+///         let CurrentRate(rate) = req.extensions().get::<CurrentRate>().copied().unwrap();
+///         Ok::<_, std::io::Error>(Response::new(format!("your rate: {rate}/s")))
+///     }));
+/// let res = svc.oneshot(Request::new(())).await?;
+/// assert_eq!(res.body(), "your rate: 40/s");
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CurrentRate(pub u64);
 

@@ -14,6 +14,30 @@ use crate::classify::{Answered, Classify};
 ///
 /// `poll_ready` is the inner service's; `call` takes a token or answers with
 /// the rejection.
+///
+/// # Examples
+///
+/// Made by [`AdaptiveRateLimitLayer`](crate::AdaptiveRateLimitLayer):
+///
+/// ```
+/// use adaptx::RateLimiter;
+/// use adaptx_tower::AdaptiveRateLimitLayer;
+/// use http::{Request, Response, StatusCode};
+/// use tower::{Layer, Service, ServiceExt, service_fn};
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap().block_on(async {
+/// let rate = RateLimiter::builder().initial_rate(1).min_rate(1).burst(1).build()?;
+/// let mut svc = AdaptiveRateLimitLayer::new(rate).layer(service_fn(|_: Request<()>| async {
+///     Ok::<_, std::io::Error>(Response::new(String::from("ok")))
+/// }));
+/// let first = svc.ready().await?.call(Request::new(())).await?;
+/// assert_eq!(first.status(), StatusCode::OK);
+/// let second = svc.ready().await?.call(Request::new(())).await?;
+/// assert_eq!(second.status(), StatusCode::TOO_MANY_REQUESTS);
+/// assert_eq!(second.headers()["retry-after"], "1");
+/// # Ok::<(), Box<dyn std::error::Error + Send + Sync>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct AdaptiveRateLimit<S, L, C, R, P> {
     inner: S,

@@ -41,24 +41,17 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///
 /// ```
 /// use adaptx::{Aimd, ControlLaw, WindowSummary};
+/// use std::time::Duration;
 ///
 /// let mut aimd = Aimd::default();
-/// let busy = WindowSummary {
-///     duration_nanos: 1_000_000_000,
-///     samples: 100,
-///     failures: 0,
-///     stale_failures: 0,
-///     peak_in_flight: 10,
-///     mean_rtt_nanos: 1e6,
-///     mean_ok_rtt_nanos: 1e6,
-///     min_rtt_nanos: 1e6,
-///     rtt_floor_nanos: Some(1e6),
-///     rtt_average_nanos: Some(1e6),
-/// };
+/// let (second, ms) = (Duration::from_secs(1), Duration::from_millis(1));
+/// // 100 samples of 1 ms, 10 in flight at the peak: the limit was used.
+/// let busy = WindowSummary::new(second, 100, 0, 10, ms)?;
 /// assert_eq!(aimd.next_limit(10, &busy), 11);
 ///
-/// let failing = WindowSummary { failures: 1, ..busy };
+/// let failing = WindowSummary::new(second, 100, 1, 10, ms)?;
 /// assert_eq!(aimd.next_limit(11, &failing), 5);
+/// # Ok::<(), adaptx::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Aimd {

@@ -117,31 +117,22 @@ enum Phase {
 ///
 /// ```
 /// use adaptx::{Ceiling, ControlLaw, WindowSummary};
+/// use std::time::Duration;
 ///
 /// let mut law = Ceiling::default();
-/// let busy = WindowSummary {
-///     duration_nanos: 1_000_000_000,
-///     samples: 200,
-///     failures: 0,
-///     stale_failures: 0,
-///     peak_in_flight: 10,
-///     mean_rtt_nanos: 50e6,
-///     mean_ok_rtt_nanos: 50e6,
-///     min_rtt_nanos: 50e6,
-///     rtt_floor_nanos: Some(50e6),
-///     rtt_average_nanos: Some(50e6),
-/// };
+/// let (second, ms50) = (Duration::from_secs(1), Duration::from_millis(50));
+/// let busy = WindowSummary::new(second, 200, 0, 10, ms50)?
+///     .with_rtt_floor(ms50)
+///     .with_rtt_average(ms50);
 /// // Slow start: half again per clean, busy window.
 /// assert_eq!(law.next_limit(10, &busy), 15);
 /// // 300 successes of 50 ms in a second: 15 were served at a time; a fresh
 /// // failure finds 15 served at a limit of 22, so the limit goes to 15.
-/// let failing = WindowSummary {
-///     samples: 301,
-///     failures: 1,
-///     peak_in_flight: 22,
-///     ..busy
-/// };
+/// let failing = WindowSummary::new(second, 301, 1, 22, ms50)?
+///     .with_rtt_floor(ms50)
+///     .with_rtt_average(ms50);
 /// assert_eq!(law.next_limit(22, &failing), 15);
+/// # Ok::<(), adaptx::ConfigError>(())
 /// ```
 ///
 /// [`reacts_to_first_failure`]: ControlLaw::reacts_to_first_failure

@@ -77,26 +77,23 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///
 /// ```
 /// use adaptx::{ControlLaw, Gradient, WindowSummary};
+/// use std::time::Duration;
 ///
 /// let mut gradient = Gradient::default();
-/// let window = WindowSummary {
-///     duration_nanos: 1_000_000_000,
-///     samples: 100,
-///     failures: 0,
-///     stale_failures: 0,
-///     peak_in_flight: 20,
-///     mean_rtt_nanos: 15e6,
-///     mean_ok_rtt_nanos: 15e6,
-///     min_rtt_nanos: 10e6,
-///     rtt_floor_nanos: Some(10e6),
-///     rtt_average_nanos: Some(10e6),
+/// let ms = Duration::from_millis;
+/// // 100 samples in a second, 20 in flight at the peak, mean latency `mean`,
+/// // over a floor and an average of 10 ms.
+/// let window = |mean| {
+///     WindowSummary::new(Duration::from_secs(1), 100, 0, 20, mean)
+///         .and_then(|w| w.with_min_rtt(ms(10)))
+///         .map(|w| w.with_rtt_floor(ms(10)).with_rtt_average(ms(10)))
 /// };
 /// // Latency rose by half: g = 0.5, factor max(1 − 0.25, 0.5) = 0.75.
-/// assert_eq!(gradient.next_limit(20, &window), 15);
+/// assert_eq!(gradient.next_limit(20, &window(ms(15))?), 15);
 ///
 /// // Latency flat: grow by one.
-/// let flat = WindowSummary { mean_rtt_nanos: 10e6, ..window };
-/// assert_eq!(gradient.next_limit(20, &flat), 21);
+/// assert_eq!(gradient.next_limit(20, &window(ms(10))?), 21);
+/// # Ok::<(), adaptx::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Gradient {

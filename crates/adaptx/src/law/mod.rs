@@ -5,6 +5,10 @@
 //! and applies jitter and the `[min, max]` clamp to what the law returns.
 
 use std::fmt;
+use std::time::Duration;
+
+use crate::clock::duration_nanos;
+use crate::error::ConfigError;
 
 mod aimd;
 mod baseline;
@@ -25,7 +29,39 @@ pub use vegas::Vegas;
 ///
 /// Latencies are `f64` nanoseconds so that the arithmetic of the laws is the
 /// same IEEE-754 arithmetic as the reference implementation.
+///
+/// The limiter builds one per window. To test a law of your own, build one
+/// with the checked [`WindowSummary::new`] and the `with_*` methods; the
+/// fields stay public to read and to set. New signals may be added as fields
+/// (the struct is `#[non_exhaustive]`), which is why it has no struct
+/// literal outside this crate: a summary built by `new` gets the new fields'
+/// neutral values, so a new signal is not a breaking change.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Aimd, ControlLaw, WindowSummary};
+/// use std::time::Duration;
+///
+/// // A busy second: 200 completions of 10 ms on average, 20 in flight at
+/// // the peak, 3 of them fresh overload failures.
+/// let window = WindowSummary::new(Duration::from_secs(1), 200, 3, 20, Duration::from_millis(10))?
+///     .with_rtt_floor(Duration::from_millis(8));
+/// assert_eq!(window.failures, 3);
+/// assert_eq!(window.mean_rtt_nanos, 10e6);
+/// assert_eq!(window.rtt_floor_nanos, Some(8e6));
+///
+/// // AIMD halves on fresh failures (its default decrease ratio is 0.5).
+/// let mut aimd = Aimd::new(1.0, 0.5, 0.8)?;
+/// assert_eq!(aimd.next_limit(20, &window), 10);
+///
+/// // The summary is checked: a window cannot fail more often than it completes.
+/// let err = WindowSummary::new(Duration::from_secs(1), 2, 3, 1, Duration::ZERO).unwrap_err();
+/// assert_eq!(err.to_string(), "invalid failures: 3 (allowed: 0 ..= samples (2))");
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct WindowSummary {
     /// Nanoseconds from the start of the window to the completion that closed it.
     pub duration_nanos: u64,
@@ -62,6 +98,119 @@ pub struct WindowSummary {
     /// The smoothed (EMA) window mean latency *before* this window is folded in;
     /// `None` on the first evaluated window after construction or a reset.
     pub rtt_average_nanos: Option<f64>,
+}
+
+impl WindowSummary {
+    /// A window of `samples` completions that carried a latency, over
+    /// `duration`, `failures` of them fresh overload failures, with
+    /// `peak_in_flight` operations in flight at the busiest completion and a
+    /// mean latency of `mean_rtt`.
+    ///
+    /// The other signals take the values of a plain window with these
+    /// numbers: no stale failures; the successes' mean latency and the
+    /// smallest sample both `mean_rtt` (the successes' mean is 0 when every
+    /// sample failed); no RTT floor and no moving average yet, as on the
+    /// first window. The `with_*` methods set them.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the field when the numbers cannot describe
+    /// one window: `failures` above `samples`, or a `peak_in_flight` of 0
+    /// with samples (the completing operation counts itself).
+    pub fn new(
+        duration: Duration,
+        samples: u64,
+        failures: u64,
+        peak_in_flight: usize,
+        mean_rtt: Duration,
+    ) -> Result<Self, ConfigError> {
+        if failures > samples {
+            return Err(ConfigError::depending(
+                "failures",
+                failures,
+                format!("0 ..= samples ({samples})"),
+            ));
+        }
+        if samples > 0 && peak_in_flight == 0 {
+            return Err(ConfigError::new(
+                "peak_in_flight",
+                peak_in_flight,
+                "1 ..= usize::MAX when samples > 0",
+            ));
+        }
+        let mean = duration_nanos(mean_rtt) as f64;
+        Ok(Self {
+            duration_nanos: duration_nanos(duration),
+            samples,
+            failures,
+            stale_failures: 0,
+            peak_in_flight,
+            mean_rtt_nanos: mean,
+            mean_ok_rtt_nanos: if samples > failures { mean } else { 0.0 },
+            min_rtt_nanos: mean,
+            rtt_floor_nanos: None,
+            rtt_average_nanos: None,
+        })
+    }
+
+    /// The same window with `stale` failures of operations admitted before
+    /// the last decrease, beside the fresh ones.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `stale_failures` when fresh and stale
+    /// failures together exceed the samples.
+    pub fn with_stale_failures(mut self, stale: u64) -> Result<Self, ConfigError> {
+        let room = self.samples - self.failures;
+        if stale > room {
+            return Err(ConfigError::depending(
+                "stale_failures",
+                stale,
+                format!("0 ..= samples - failures ({room})"),
+            ));
+        }
+        self.stale_failures = stale;
+        Ok(self)
+    }
+
+    /// The same window with `mean_ok_rtt` as the successes' mean latency.
+    pub fn with_mean_ok_rtt(mut self, mean_ok_rtt: Duration) -> Self {
+        self.mean_ok_rtt_nanos = duration_nanos(mean_ok_rtt) as f64;
+        self
+    }
+
+    /// The same window with `min_rtt` as its smallest latency sample.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `min_rtt` when it is above the window's mean
+    /// latency: no sample can be smaller than the smallest one.
+    pub fn with_min_rtt(mut self, min_rtt: Duration) -> Result<Self, ConfigError> {
+        let min = duration_nanos(min_rtt) as f64;
+        if min > self.mean_rtt_nanos {
+            return Err(ConfigError::depending(
+                "min_rtt",
+                min_rtt,
+                format!("0 ..= mean_rtt ({}ns)", self.mean_rtt_nanos),
+            ));
+        }
+        self.min_rtt_nanos = min;
+        Ok(self)
+    }
+
+    /// The same window with `floor` as the long-term floor latency
+    /// (RTT_min) the limiter has learned.
+    pub fn with_rtt_floor(mut self, floor: Duration) -> Self {
+        self.rtt_floor_nanos = Some(duration_nanos(floor) as f64);
+        self
+    }
+
+    /// The same window with `average` as the smoothed mean latency of the
+    /// windows before it.
+    pub fn with_rtt_average(mut self, average: Duration) -> Self {
+        self.rtt_average_nanos = Some(duration_nanos(average) as f64);
+        self
+    }
 }
 
 /// A control law: given the live limit and the summary of one sample window,

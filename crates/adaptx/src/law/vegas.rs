@@ -117,25 +117,22 @@ use crate::error::{ConfigError, open_closed, open_open};
 ///
 /// use adaptx::{ControlLaw, Vegas, WindowSummary};
 ///
-/// let mut vegas = Vegas::new(0.1, Duration::from_millis(100), 0.5, 0.9).unwrap();
-/// let window = WindowSummary {
-///     duration_nanos: 1_000_000_000,
-///     samples: 100,
-///     failures: 0,
-///     stale_failures: 0,
-///     peak_in_flight: 10,
-///     mean_rtt_nanos: 1.02e6,
-///     mean_ok_rtt_nanos: 1.02e6,
-///     min_rtt_nanos: 1e6,
-///     rtt_floor_nanos: Some(1e6),
-///     rtt_average_nanos: Some(1e6),
-/// };
+/// let mut vegas = Vegas::new(0.1, Duration::from_millis(100), 0.5, 0.9)?;
+/// let ms = Duration::from_millis;
+/// let us = Duration::from_micros;
+/// let window = WindowSummary::new(Duration::from_secs(1), 100, 0, 10, us(1020))?
+///     .with_min_rtt(ms(1))?
+///     .with_rtt_floor(ms(1))
+///     .with_rtt_average(ms(1));
 /// // q = 10 · (1 − 1 / 1.02) ≈ 0.2 is below α ≈ 0.99: room to grow.
 /// assert_eq!(vegas.next_limit(10, &window), 11);
 ///
 /// // Latency five times the floor: q = 8 is above β ≈ 1.98.
-/// let queued = WindowSummary { mean_rtt_nanos: 5e6, ..window };
+/// let queued = WindowSummary::new(Duration::from_secs(1), 100, 0, 10, ms(5))?
+///     .with_rtt_floor(ms(1))
+///     .with_rtt_average(ms(1));
 /// assert_eq!(vegas.next_limit(10, &queued), 5);
+/// # Ok::<(), adaptx::ConfigError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Vegas {

@@ -21,6 +21,21 @@ use crate::sync::Arc;
 ///
 /// Dropping it gives up the place in line and returns any permit that was
 /// handed to it but not yet seen.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let permit = limiter.acquire().await?; // `Acquire<'_>`
+/// permit.success();
+/// let owned = limiter.acquire_owned().await?; // `Acquire<'static>`: movable into a task
+/// owned.success();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Acquire<'a> {
     holder: Option<Holder<'a>>,
@@ -197,6 +212,23 @@ impl Drop for Acquire<'_> {
 /// # Cancel safety
 ///
 /// Cancel safe.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let permit = limiter.try_acquire_owned()?;
+/// let task = tokio::spawn(async move { permit.success() });
+/// limiter.close_and_drain().await; // waits for the task's permit
+/// assert_eq!(limiter.in_flight(), 0);
+/// assert!(limiter.try_acquire().is_err());
+/// # task.await?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[must_use = "futures do nothing unless polled"]
 pub struct Drained<'a> {
     pool: &'a Pool,

@@ -19,6 +19,17 @@ use crate::window::{AdaptiveWindow, Window};
 pub type LimitChangeHook = Box<dyn Fn(usize, usize) + Send + Sync>;
 
 /// The built-in control laws.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Algorithm, Limiter};
+///
+/// let limiter = Limiter::builder().algorithm(Algorithm::Aimd).build()?;
+/// assert_eq!(limiter.algorithm(), "aimd");
+/// assert_eq!(Limiter::new().algorithm(), Algorithm::Ceiling.to_string()); // the default
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Algorithm {
@@ -183,8 +194,9 @@ impl Builder {
         self
     }
 
-    /// The ceiling of the limit and hard cap on in-flight operations; raised
-    /// to `min_limit` if below it. Default 1000. Allowed: 1 ..= [`MAX_LIMIT_BOUND`].
+    /// The ceiling of the limit and hard cap on in-flight operations. Default
+    /// 1000. Allowed: `min_limit` ..= [`MAX_LIMIT_BOUND`] (below `min_limit`,
+    /// [`build`](Builder::build) fails naming both).
     pub fn max_limit(mut self, n: usize) -> Self {
         self.max_limit = n;
         self
@@ -371,13 +383,17 @@ impl Builder {
 
     /// Checks every option and builds the limiter.
     ///
-    /// After the per-field checks, the reference's cross-field rules apply:
-    /// `max_limit` is raised to `min_limit` if below it, and `initial_limit`
-    /// is clamped into `[min_limit, max_limit]`.
+    /// After the per-field checks, `max_limit` below `min_limit` is an error
+    /// naming both (as [`RateLimiterBuilder`](crate::RateLimiterBuilder)
+    /// does for its rates; the Go reference raised the maximum to the
+    /// minimum, silently ignoring one of the two), and `initial_limit` is
+    /// clamped into `[min_limit, max_limit]`.
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming the first option out of its range.
+    /// A [`ConfigError`] naming the first option out of its range; for
+    /// `max_limit < min_limit`, one naming `max_limit` whose allowed range
+    /// names `min_limit` and its value.
     pub fn build(self) -> Result<Limiter, ConfigError> {
         const LIMIT_RANGE: &str = "1 ..= 2147483647";
         let limit = |field, n: usize| {
@@ -389,7 +405,16 @@ impl Builder {
         };
         let initial = limit("initial_limit", self.initial_limit)?;
         let min = limit("min_limit", self.min_limit)?;
-        let max = limit("max_limit", self.max_limit)?.max(min);
+        let max = limit("max_limit", self.max_limit)?;
+        if max < min {
+            return Err(ConfigError::below_min(
+                "max_limit",
+                max as u64,
+                "min_limit",
+                min as u64,
+                MAX_LIMIT_BOUND as u64,
+            ));
+        }
         let initial = initial.clamp(min, max);
         debug_assert!(max <= MAX_PERMITS);
 

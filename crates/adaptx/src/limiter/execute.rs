@@ -17,6 +17,29 @@ use crate::error::{ExecuteError, PanicError, TryAcquireError, TryExecuteError};
 /// The limit and in-flight count are those of the instant of admission, read
 /// in the same atomic step that admitted the operation. Valid only during its
 /// operation (it is lent, not given).
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::Limiter;
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::builder().initial_limit(4).build()?;
+/// let answer = limiter
+///     .execute(async |ctl| {
+///         // As seen at admission, before this operation took its slot.
+///         assert_eq!((ctl.limit(), ctl.in_flight()), (4, 0));
+///         if ctl.in_flight() * 2 >= ctl.limit() {
+///             ctl.skip_sample(); // a degraded answer says nothing about latency
+///             return Ok::<_, std::io::Error>("cached");
+///         }
+///         Ok("fresh")
+///     })
+///     .await?;
+/// assert_eq!(answer, "fresh");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug)]
 pub struct Controller {
     limit: usize,

@@ -15,7 +15,20 @@ use crate::sync::Arc;
 /// 503s, connection resets); errors that say nothing about the backend's
 /// capacity (a 404, a validation error) are better reported as
 /// [`Success`](Outcome::Success) or recorded without a sample.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, Outcome};
+///
+/// let limiter = Limiter::new();
+/// let status = 503;
+/// limiter.try_acquire()?.record(Outcome::from_success(status != 503));
+/// assert_eq!(limiter.stats().failures, 1);
+/// # Ok::<(), adaptx::TryAcquireError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The operation succeeded.
     Success,
@@ -76,6 +89,27 @@ impl Deref for Holder<'_> {
 ///
 /// `Permit<'static>` ([`OwnedPermit`]) holds a handle to the limiter and can
 /// be moved into a spawned task.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, ManualClock, Outcome};
+/// use std::time::Duration;
+///
+/// let clock = ManualClock::new();
+/// let limiter = Limiter::builder().clock(clock.clone()).build()?;
+/// let permit = limiter.try_acquire()?;
+/// assert_eq!(limiter.in_flight(), 1);
+/// clock.advance(Duration::from_millis(12));
+/// permit.record(Outcome::Success); // latency 12 ms, measured from admission
+/// assert_eq!(limiter.in_flight(), 0);
+/// let max = limiter.stats().max_latency; // from a histogram: within 1 %
+/// assert!(max > Duration::from_millis(11) && max <= Duration::from_millis(12));
+///
+/// drop(limiter.try_acquire()?); // no outcome: counted as dropped
+/// assert_eq!(limiter.stats().dropped, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[must_use = "dropping a permit releases it at once and records no outcome"]
 pub struct Permit<'a> {
     holder: Holder<'a>,
@@ -89,6 +123,24 @@ pub struct Permit<'a> {
 }
 
 /// A permit that owns a handle to its limiter.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, OwnedPermit};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let limiter = Limiter::new();
+/// let permit: OwnedPermit = limiter.acquire_owned().await?;
+/// tokio::spawn(async move {
+///     // ... the work, in its own task ...
+///     permit.success();
+/// })
+/// .await?;
+/// assert_eq!(limiter.stats().success, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub type OwnedPermit = Permit<'static>;
 
 impl fmt::Debug for Permit<'_> {

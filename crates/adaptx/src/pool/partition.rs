@@ -247,6 +247,18 @@ impl Class {
 
 /// [`Limiter::class`](crate::Limiter::class) was given a partition name the
 /// limiter does not have.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, Partitions};
+///
+/// let limiter = Limiter::builder().partitions(Partitions::new().share("live", 0.8)).build()?;
+/// let err = limiter.class("batch").unwrap_err();
+/// assert_eq!(err.name(), "batch");
+/// assert_eq!(err.to_string(), "unknown partition \"batch\" (known: default, live)");
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownPartition {
     name: String,

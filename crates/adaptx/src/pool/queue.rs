@@ -31,6 +31,23 @@ use crate::error::ConfigError;
 use crate::sync::Arc;
 
 /// The order in which waiters get permits.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{Limiter, QueueOrder, QueuePolicy};
+/// use std::time::Duration;
+///
+/// let limiter = Limiter::builder()
+///     .queue(
+///         QueuePolicy::new()
+///             .max_waiters(100)
+///             .order(QueueOrder::AdaptiveLifo { max_age: Duration::from_millis(50) }),
+///     )
+///     .build()?;
+/// assert_eq!(limiter.waiting(), 0);
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum QueueOrder {

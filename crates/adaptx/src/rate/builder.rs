@@ -319,6 +319,20 @@ impl RateLimiterBuilder {
 
 /// The validated settings of a rate limiter, from
 /// [`RateLimiterBuilder::settings`].
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{IntervalSummary, RateLimiter};
+/// use std::time::Duration;
+///
+/// let s = RateLimiter::builder().initial_rate(200).min_rate(20).max_rate(400).settings()?;
+/// assert_eq!((s.initial_rate, s.law.min_rate(), s.law.max_rate()), (200, 20, 400));
+/// // A fleet's limiter moves its rate by the same law.
+/// let errors = IntervalSummary::new(100, 40, Duration::from_secs(1), true);
+/// assert_eq!(s.law.next_rate(s.initial_rate, &errors), 160);
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[non_exhaustive]
 pub struct RateSettings {

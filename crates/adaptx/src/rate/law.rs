@@ -372,10 +372,12 @@ fn check_range(min_rate: u64, max_rate: u64) -> Result<(u64, u64), ConfigError> 
     let min_rate = check_rate("min_rate", min_rate)?;
     let max_rate = check_rate("max_rate", max_rate)?;
     if max_rate < min_rate {
-        return Err(ConfigError::new(
+        return Err(ConfigError::below_min(
             "max_rate",
             max_rate,
-            "min_rate ..= 1000000000",
+            "min_rate",
+            min_rate,
+            MAX_RATE_BOUND,
         ));
     }
     Ok((min_rate, max_rate))

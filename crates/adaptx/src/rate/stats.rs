@@ -7,6 +7,18 @@
 /// Counters run from construction and are never reset (mizu reset its
 /// counters on every tick). Each field is read separately, so a snapshot
 /// taken under load is not one instant; `in_flight` is never negative.
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::RateLimiter;
+///
+/// let limiter = RateLimiter::builder().initial_rate(50).build()?;
+/// limiter.try_acquire().unwrap().success();
+/// let s = limiter.stats();
+/// assert_eq!((s.rate, s.admitted, s.successes, s.in_flight), (50, 1, 1, 0));
+/// # Ok::<(), adaptx::ConfigError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
