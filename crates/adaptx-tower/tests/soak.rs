@@ -264,6 +264,9 @@ async fn soak_both_layers_under_load_with_aborts_and_a_slowdown() {
         .min_rate(10)
         .max_rate(20_000)
         .adjust_interval(Duration::from_millis(100))
+        // Wall-clock latency on a loaded machine may pass any target; with
+        // this one only errors can cut the rate, which is what is checked.
+        .target_latency(Duration::from_secs(60))
         .build_keyed()
         .expect("valid");
     let app = Router::new()
