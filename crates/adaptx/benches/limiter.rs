@@ -378,7 +378,11 @@ fn keyed(c: &mut Criterion) {
         let mut i = 0;
         b.iter(|| {
             i = (i + 7919) % 10_000;
-            drop(black_box(&l).try_acquire(strings[i].as_str()).expect("a token"));
+            drop(
+                black_box(&l)
+                    .try_acquire(strings[i].as_str())
+                    .expect("a token"),
+            );
         });
     });
     g.finish();

@@ -1,37 +1,140 @@
-//! The [`KeyedRateLimiter`]: one bucket per key, one adaptive rate.
+//! The [`KeyedRateLimiter`]: one bucket per key, one adaptive rate, and a
+//! key table that keys an attacker chooses can neither grow nor take over.
+//!
+//! | file | role |
+//! |---|---|
+//! | `keyed.rs` | the facade, the shards, the global key count, idle sweeps |
+//! | `keyed/table.rs` | one shard's slots: a key's 64-bit hash, its bucket, its hits |
+//! | `keyed/sketch.rs` | one shard's doorkeeper and count-min sketch (TinyLFU) |
+//! | `keyed/admission.rs` | one shard's table, sketch and newcomer buckets, and the decision for a key without a slot |
 //!
 //! # Implementation details
 //!
-//! Buckets live in [`SHARDS`] shards, each a `Mutex<HashMap>` on its own
-//! cache lines; a key's shard comes from the top bits of a hash of the key
-//! under a per-limiter random seed. A check locks one shard, never a global
-//! lock. The number of tracked keys is one atomic counter: a new key
-//! reserves a slot with a CAS loop bounded by `max_keys`, and every eviction
-//! gives its slot back.
+//! Keys live in [`SHARDS`] shards, each a `Mutex` on its own cache lines. A
+//! key is hashed once per call with SipHash-1-3 under a random 128-bit key
+//! drawn per limiter (`std`'s [`RandomState`]); the top four bits of the
+//! 64-bit hash choose the shard, and the shard stores the hash, never the
+//! key. A check locks one shard, never a global lock. The number of tracked
+//! keys is one atomic counter: a new key reserves a slot with a CAS loop
+//! bounded by `max_keys`, and every eviction gives its slot back.
 //!
-//! Idle keys (unused for at least the TTL) are evicted lazily, in two ways:
+//! ## Why a 64-bit hash is enough
 //!
-//! 1. A new key sweeps its own shard first if that shard was last swept at
-//!    least one TTL ago: `O(shard)` at most once per TTL per shard, which
-//!    keeps memory proportional to the keys active within a TTL.
-//! 2. A new key that finds the table full sweeps every shard, one lock at a
-//!    time, unless `sweep_not_before` says no key can have expired yet. The
-//!    sweeper records the earliest expiry among the keys it kept; keys can
-//!    only be touched (expiring later) or added (expiring after that), so
-//!    the value stays a lower bound, and a flood of new keys against a full
-//!    table of live ones costs one atomic load each, not a sweep each. The
-//!    sweeper claims the sweep by swapping the gate to `u64::MAX`.
+//! Two keys with the same hash share one bucket: each gets half of one
+//! key's allowance, neither escapes the limit. By accident, among `n`
+//! tracked keys that happens with probability at most `n² / 2⁶⁵`
+//! (2.7 · 10⁻¹² for 10⁴ keys, 2.7 · 10⁻⁸ for 10⁶). On purpose, an attacker
+//! who cannot see the hash key cannot aim: each key it tries collides with
+//! one of the `n` tracked keys with probability `n / 2⁶⁴`, so 10¹² requests
+//! (a year at 30 000 per second) against 10⁴ keys find one with probability
+//! 5 · 10⁻⁴, for the prize of sharing one client's bucket, observable only
+//! through its own 429s. For the same reason it cannot aim keys at one
+//! shard or one `HashMap` bucket (what `RandomState` exists for). A 128-bit
+//! hash would double the stored key for no change in that trade (and `std`
+//! has no stable 128-bit keyed hasher).
 //!
-//! A new key that still finds no slot is admitted from the shared overflow
-//! bucket.
+//! ## Memory
+//!
+//! Fixed at construction, for `n = ceil(max_keys / 16)` keys per shard:
+//! a doorkeeper of `next_pow2(2n)` hashes (8 bytes each), four rows of
+//! `next_pow2(4n)` one-byte counters, and `ceil(n / 16)` newcomer buckets:
+//! 33 to 65 bytes per key of `max_keys`. Growing with the tracked keys, at
+//! most `min(max_keys, 2n + 16)` per shard: a 32-byte slot and a 16-byte
+//! index entry with its control byte, in a `Vec` reserved exactly and a
+//! `HashMap` that grows by doubling. [`MAX_BYTES_PER_KEY`] bounds the sum
+//! per key of `max_keys`, whatever the keys' size.
+//!
+//! # Admission
+//!
+//! A key without a slot is *sighted* in its shard's frequency sketch, then:
+//!
+//! 1. On its first sighting (one the doorkeeper does not remember) it is
+//!    admitted from a **newcomer bucket**: one of `ceil(n / 16)` per shard,
+//!    chosen by the key's hash, each a bucket like a key's at the same
+//!    rate. All newcomer buckets together (`max_keys / 16` of them, at
+//!    least 16) hold `max_keys / 16` times one key's burst and refill at
+//!    `max_keys / 16` times its rate.
+//! 2. On a later sighting it takes a **free slot** with a full bucket of its
+//!    own, or the slot of the **weakest of 8 sampled** slots of its shard if
+//!    that one is idle (unused for the TTL) or has fewer hits than the
+//!    candidate has sightings (TinyLFU's duel: Einziger, Friedman and
+//!    Manes, ACM ToS 2017; Caffeine's admission). The incumbent wins ties.
+//!    If every slot of the table is taken, idle slots everywhere are swept
+//!    first (at most once per earliest expiry, see below).
+//! 3. Otherwise, its newcomer bucket again.
+//!
+//! A key with a slot is admitted from its own bucket; each admission counts
+//! a hit in the slot. A slot is never evicted for a key with fewer
+//! sightings than its hits, so a client that uses its bucket keeps it
+//! through any flood of new keys.
+//!
+//! ## What a new client gets, and why not more
+//!
+//! A key's first request carries no information: a new client's key and a
+//! spoofed one are alike until one of them comes back. So a policy that
+//! never refused a new client's first request would admit every request of
+//! an attacker who sends each key once, without bound; and a policy that
+//! bounds what first requests get can refuse a new client while such a
+//! flood drains that bound. This one bounds it, high: a new client's first
+//! request is refused only while fresh keys drain its newcomer bucket
+//! (fresh keys faster than `rate` per newcomer bucket, `max_keys / 16 ·
+//! rate` in all: 62 500 per second at the defaults); its second request
+//! takes a slot of its own if the doorkeeper still remembers the first
+//! (until about `2n` fresh keys have landed in its shard — about
+//! `2 · max_keys` in all — between the two) and a slot is free, idle or
+//! weaker; from then on it has its own bucket. A client on probation at a
+//! rate below the key rate needs one token per request, which the newcomer
+//! bucket holds unless a flood drains it.
+//!
+//! ## The attacker's best strategies
+//!
+//! * **Every request a fresh key** (the flood): no key is ever sighted
+//!   twice, so none takes a slot (the doorkeeper is exact, not a Bloom
+//!   filter, so no one-shot key passes for a repeat) and memory does not
+//!   move. The attacker is admitted only from the newcomer buckets: **at
+//!   most `B · (burst + rate · t)` requests over `t` seconds in all**, `B`
+//!   the number of newcomer buckets, however many keys it sends. Tracked
+//!   clients are untouched.
+//! * **Each key twice**: the second sighting takes a free slot with a full
+//!   bucket, so the attacker gains at most one burst per slot it takes, and
+//!   never a slot that a client uses more often than it sighted its key.
+//!   Once the table is full, its keys (entering with 2 hits) lose every
+//!   duel against other twice-sighted keys (ties keep the incumbent), and a
+//!   new client takes one of their slots on its third request.
+//! * **Each key `k` times**: the same, one step up: to hold slots against
+//!   clients the attacker must sight its keys more often than they use
+//!   theirs, and every request of a key with a slot is charged to that
+//!   key's bucket. An attacker doing that for `max_keys` keys *is*
+//!   `max_keys` heavy clients: size `max_keys` above the clients you serve.
+//!
+//! ## Idle keys
+//!
+//! A key unused for at least the TTL is evicted lazily, in two ways:
+//!
+//! 1. A key without a slot sweeps its own shard first if that shard was
+//!    last swept at least one TTL ago: `O(shard)` at most once per TTL per
+//!    shard, which keeps memory proportional to the keys active within a
+//!    TTL.
+//! 2. A repeat key that finds the table full sweeps every shard, one lock at
+//!    a time, unless `sweep_not_before` says no key can have expired yet.
+//!    The sweeper records the earliest expiry among the keys it kept; keys
+//!    can only be touched (expiring later) or added (expiring after that),
+//!    so the value stays a lower bound, and a flood of new keys against a
+//!    full table of live ones costs one atomic load each, not a sweep each.
+//!    The sweeper claims the sweep by swapping the gate to `u64::MAX`.
+
+mod admission;
+mod sketch;
+mod table;
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, RandomState};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use self::admission::{ADMIT_AFTER, Shard};
 use super::bucket::Bucket;
 use super::engine::Core;
 use super::{RateLimited, RatePermit, RateStats, lock};
@@ -40,13 +143,18 @@ use crate::sync::Padded;
 /// Number of shards of the key table.
 const SHARDS: usize = 16;
 
-/// One shard of the key table.
-#[derive(Debug)]
-struct Shard<K> {
-    map: HashMap<K, Bucket>,
-    /// When this shard was last swept of idle keys.
-    last_sweep: u64,
-}
+/// Bytes of memory a keyed rate limiter's key table takes at most, per key
+/// of [`max_keys`](crate::RateLimiterBuilder::max_keys), whatever the keys'
+/// size, for `max_keys` ≥ 4 096 (smaller tables pay a fixed floor of
+/// about 150 KiB: 64 counters and 64 doorkeeper cells per row and shard,
+/// and 16 extra slots per shard).
+///
+/// The sum of the fixed part (at most 65: doorkeeper, sketch, newcomer
+/// buckets) and the part that grows with the tracked keys (at most 2 slots
+/// of 32 bytes, and an index of at most `2 · 8/7` entries of 17 bytes, per
+/// key of `max_keys`, when every shard is at its cap). Typically, with the
+/// table full and the keys spread evenly, about 100.
+pub const MAX_BYTES_PER_KEY: usize = 220;
 
 /// A rate limiter with one token bucket per key (client IP, API key, user)
 /// and one adaptive rate shared by every key.
@@ -63,22 +171,33 @@ struct Shard<K> {
 /// binding. For one bucket for everyone, use
 /// [`RateLimiter`](crate::RateLimiter).
 ///
-/// A cheap handle: clones share one limiter. `Send + Sync` when `K: Send`.
+/// A cheap handle: clones share one limiter. `Send + Sync`.
+///
+/// # Keys an attacker chooses
+///
+/// The table stores a 64-bit keyed hash of each key, never the key, so its
+/// memory is bounded in bytes: at most [`MAX_BYTES_PER_KEY`] bytes per key
+/// of [`max_keys`](crate::RateLimiterBuilder::max_keys), however large the
+/// keys are.
+///
+/// A key gets a bucket of its own from its **second** request on (its first
+/// is admitted from one of `max_keys / 16` shared *newcomer* buckets, each
+/// a bucket like a key's), and only into a free slot, an idle one, or the
+/// slot of a key used less often than it (TinyLFU). So a flood of one-shot
+/// keys never takes a slot, grows no memory, is admitted at most as much as
+/// the newcomer buckets allow in all, and never evicts a client that uses
+/// its bucket. What that costs a new client during such a flood, and the
+/// attacker's best strategies, are in the module source's docs (`keyed.rs`).
 ///
 /// # Eviction and the key bound
 ///
 /// A key unused for at least [`key_ttl`](crate::RateLimiterBuilder::key_ttl) may be
-/// evicted; it comes back with a full bucket. Eviction is lazy (no
+/// evicted; it comes back as a new key. Eviction is lazy (no
 /// background task): a new key sweeps its shard at most once per TTL, and a
 /// full table is swept when a new key needs a slot; [`evict_idle`]
-/// sweeps on demand.
-///
-/// At most [`max_keys`](crate::RateLimiterBuilder::max_keys) keys have a bucket of
-/// their own. **When the table is full and no key is idle, a new key is
-/// admitted from one shared overflow bucket**, refilled at the same rate,
-/// until a slot frees. So a flood of new keys never evicts active clients,
-/// never grows memory past the bound, and never locks new clients out
-/// entirely: together they share one key's allowance.
+/// sweeps on demand. At most
+/// [`max_keys`](crate::RateLimiterBuilder::max_keys) keys have a bucket of
+/// their own.
 ///
 /// [`evict_idle`]: KeyedRateLimiter::evict_idle
 ///
@@ -91,24 +210,29 @@ struct Shard<K> {
 ///     .initial_rate(10)
 ///     .clock(ManualClock::new())
 ///     .build_keyed::<String>()?;
+/// // A first request is admitted from a newcomer bucket; the second gives
+/// // Alice a bucket of her own: 10 tokens, this request takes one.
+/// limiter.try_acquire("alice")?.success();
 /// for _ in 0..10 {
 ///     limiter.try_acquire("alice")?.success();
 /// }
 /// assert!(limiter.try_acquire("alice").is_err());
 /// // Bob has a bucket of his own.
 /// assert!(limiter.try_acquire("bob").is_ok());
+/// assert!(limiter.try_acquire("bob").is_ok());
 /// assert_eq!(limiter.len(), 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct KeyedRateLimiter<K> {
-    inner: Arc<Inner<K>>,
+    inner: Arc<Inner>,
+    /// The key type: only its hash is stored.
+    key: PhantomData<fn(&K)>,
 }
 
-struct Inner<K> {
+struct Inner {
     core: Arc<Core>,
     hasher: RandomState,
-    shards: Box<[Padded<Mutex<Shard<K>>>; SHARDS]>,
-    overflow: Mutex<Bucket>,
+    shards: Box<[Padded<Mutex<Shard>>; SHARDS]>,
     len: AtomicUsize,
     max_keys: usize,
     ttl: u64,
@@ -119,6 +243,7 @@ impl<K> Clone for KeyedRateLimiter<K> {
     fn clone(&self) -> Self {
         Self {
             inner: Arc::clone(&self.inner),
+            key: PhantomData,
         }
     }
 }
@@ -136,23 +261,26 @@ impl<K> fmt::Debug for KeyedRateLimiter<K> {
 impl<K> KeyedRateLimiter<K> {
     pub(crate) fn from_core(core: Core, ttl: u64, max_keys: usize) -> Self {
         let now = core.now();
-        let overflow = core.new_bucket(now);
+        let hasher = RandomState::new();
+        let per_shard = max_keys.div_ceil(SHARDS);
+        let cap = (2 * per_shard + 16).min(max_keys);
+        let shards = Box::new(std::array::from_fn(|i| {
+            let seed = hasher.hash_one(i);
+            Padded(Mutex::new(Shard::new(cap, per_shard, seed, now, || {
+                core.new_bucket(now)
+            })))
+        }));
         Self {
             inner: Arc::new(Inner {
                 core: Arc::new(core),
-                hasher: RandomState::new(),
-                shards: Box::new(std::array::from_fn(|_| {
-                    Padded(Mutex::new(Shard {
-                        map: HashMap::new(),
-                        last_sweep: now,
-                    }))
-                })),
-                overflow: Mutex::new(overflow),
+                hasher,
+                shards,
                 len: AtomicUsize::new(0),
                 max_keys,
                 ttl,
                 sweep_not_before: AtomicU64::new(0),
             }),
+            key: PhantomData,
         }
     }
 
@@ -168,7 +296,7 @@ impl<K> KeyedRateLimiter<K> {
 
     /// Keys with a bucket of their own.
     pub fn len(&self) -> usize {
-        self.inner.len.load(Ordering::Acquire)
+        self.inner.len()
     }
 
     /// Whether no key has a bucket of its own.
@@ -192,8 +320,9 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
     /// Admits a request for `key` if its bucket holds a token, first
     /// adjusting the shared rate if the adjustment interval is over.
     ///
-    /// An unknown key gets a full bucket, or the overflow bucket if the table
-    /// is full of active keys (see the type's docs).
+    /// A key without a bucket of its own is admitted from a newcomer bucket
+    /// on its first request, and gets a full bucket of its own on a later
+    /// one if the table has room for it (see the type's docs).
     ///
     /// # Errors
     ///
@@ -209,37 +338,59 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
         let now = core.now();
         core.maybe_adjust(now);
         let rate = core.rate();
-        let shard = &inner.shards[inner.shard_of(key)];
-        {
-            let mut s = lock(shard);
-            if let Some(bucket) = s.map.get_mut(key) {
-                return core.admit(bucket, now, rate);
-            }
-            inner.sweep_shard_if_due(&mut s, now);
-            if inner.reserve() {
-                return inner.insert(&mut s, key, now, rate);
-            }
-        }
-        // The table is full: free idle slots everywhere, then look again
-        // (another caller may have added this key meanwhile).
-        inner.sweep_all_if_due(now);
-        let mut s = lock(shard);
-        if let Some(bucket) = s.map.get_mut(key) {
+        let h = inner.hasher.hash_one(key);
+        let mut s = lock(&inner.shards[shard_of(h)]);
+        if let Some(bucket) = s.table.hit(h) {
             return core.admit(bucket, now, rate);
         }
-        if inner.reserve() {
-            return inner.insert(&mut s, key, now, rate);
-        }
-        drop(s);
-        core.admit(&mut lock(&inner.overflow), now, rate)
+        inner.admit_unknown(s, h, now, rate)
     }
 }
 
-impl<K> Inner<K> {
-    fn shard_of<Q: Hash + ?Sized>(&self, key: &Q) -> usize {
-        // The top bits: the map inside the shard uses its own seed, so the
-        // bits that chose the shard do not also cluster its buckets.
-        (self.hasher.hash_one(key) >> (64 - SHARDS.trailing_zeros())) as usize
+/// The shard of a key's hash: its top bits.
+#[inline]
+fn shard_of(h: u64) -> usize {
+    (h >> (64 - SHARDS.trailing_zeros())) as usize
+}
+
+impl Inner {
+    /// Admits a key that has no slot (its shard locked in `s`).
+    #[cold]
+    fn admit_unknown<'a>(
+        &'a self,
+        mut s: MutexGuard<'a, Shard>,
+        h: u64,
+        now: u64,
+        rate: u64,
+    ) -> Result<RatePermit, RateLimited> {
+        let core = &self.core;
+        self.sweep_shard_if_due(&mut s, now);
+        let seen = s.sight(h);
+        let idle = |b: &Bucket| self.idle(b.last(), now);
+        let new_bucket = || core.new_bucket(now);
+        if let Some(bucket) = s.take_slot(h, seen, new_bucket, idle, || self.reserve()) {
+            return core.admit(bucket, now, rate);
+        }
+        if seen >= ADMIT_AFTER && !s.table.is_full() && self.len() >= self.max_keys {
+            // Every slot of the table is taken: free idle ones everywhere
+            // (one shard lock at a time), then look again: another caller
+            // may have added this key meanwhile.
+            drop(s);
+            self.sweep_all_if_due(now);
+            s = lock(&self.shards[shard_of(h)]);
+            if let Some(bucket) = s.table.hit(h) {
+                return core.admit(bucket, now, rate);
+            }
+            if let Some(bucket) = s.take_slot(h, seen, new_bucket, idle, || self.reserve()) {
+                return core.admit(bucket, now, rate);
+            }
+        }
+        core.admit(s.newcomer(h), now, rate)
+    }
+
+    /// Keys with a slot.
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
     }
 
     /// Takes a key slot if one is free.
@@ -257,19 +408,17 @@ impl<K> Inner<K> {
     }
 
     /// Removes the idle keys of one shard; returns how many.
-    fn sweep(&self, shard: &mut Shard<K>, now: u64) -> usize {
-        let before = shard.map.len();
-        shard.map.retain(|_, b| !self.idle(b.last(), now));
-        shard.last_sweep = now;
-        let evicted = before - shard.map.len();
+    fn sweep(&self, shard: &mut Shard, now: u64) -> usize {
+        let evicted = shard.table.remove_idle(|b| self.idle(b.last(), now));
+        shard.table.last_sweep = now;
         if evicted > 0 {
             self.len.fetch_sub(evicted, Ordering::AcqRel);
         }
         evicted
     }
 
-    fn sweep_shard_if_due(&self, shard: &mut Shard<K>, now: u64) {
-        if self.idle(shard.last_sweep, now) {
+    fn sweep_shard_if_due(&self, shard: &mut Shard, now: u64) {
+        if self.idle(shard.table.last_sweep, now) {
             self.sweep(shard, now);
         }
     }
@@ -299,30 +448,11 @@ impl<K> Inner<K> {
         for shard in self.shards.iter() {
             let mut s = lock(shard);
             evicted += self.sweep(&mut s, now);
-            for b in s.map.values() {
+            for b in s.table.buckets() {
                 next = next.min(b.last().saturating_add(self.ttl));
             }
         }
         // An empty table: sweeping again is free.
         (evicted, if next == u64::MAX { 0 } else { next })
-    }
-
-    /// Inserts `key` (its slot already reserved) with a full bucket, and
-    /// admits from it.
-    fn insert<Q>(
-        &self,
-        shard: &mut Shard<K>,
-        key: &Q,
-        now: u64,
-        rate: u64,
-    ) -> Result<RatePermit, RateLimited>
-    where
-        K: Hash + Eq + Borrow<Q>,
-        Q: ToOwned<Owned = K> + ?Sized,
-    {
-        let mut bucket = Bucket::full(now, self.core.capacity(rate));
-        let admitted = self.core.admit(&mut bucket, now, rate);
-        shard.map.insert(key.to_owned(), bucket);
-        admitted
     }
 }

@@ -41,7 +41,7 @@ mod stats;
 pub use builder::{RateLimiterBuilder, RateSettings};
 pub use defaults::*;
 pub use error::RateLimited;
-pub use keyed::KeyedRateLimiter;
+pub use keyed::{KeyedRateLimiter, MAX_BYTES_PER_KEY};
 pub use law::{IntervalSummary, RateLaw};
 pub use limiter::RateLimiter;
 pub use permit::RatePermit;

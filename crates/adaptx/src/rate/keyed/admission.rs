@@ -1,0 +1,100 @@
+//! Who gets a bucket of their own: one shard's table, its frequency sketch
+//! and its newcomer buckets, and the decision for a key not in the table
+//! (the parent module's `# Admission` tells the policy and its reasons).
+//!
+//! # Implementation details
+//!
+//! Everything here lives inside one shard, under the shard's lock: the
+//! decision reads and writes only this shard's table, sketch and newcomer
+//! buckets, so a flood of new keys contends on shards exactly as known keys
+//! do and never on a lock of its own. The global key count is the caller's
+//! (a CAS loop, handed in as `reserve`).
+
+use super::super::bucket::Bucket;
+use super::sketch::FrequencySketch;
+use super::table::{Table, Weakness};
+
+/// Sightings (within the sketch's memory) after which a key may take a slot
+/// of its own: the second request of a key proves it is not a one-shot.
+pub(super) const ADMIT_AFTER: u32 = 2;
+
+/// Tracked keys (of `max_keys`) per newcomer bucket: the newcomer buckets of
+/// all shards together refill at `max_keys / 16` times the per-key rate.
+pub(super) const KEYS_PER_NEWCOMER_BUCKET: usize = 16;
+
+/// One shard of the key table.
+#[derive(Debug)]
+pub(super) struct Shard {
+    pub(super) table: Table,
+    sketch: FrequencySketch,
+    /// Shared by the keys of this shard that have no slot, chosen by hash.
+    newcomers: Box<[Bucket]>,
+}
+
+impl Shard {
+    /// A shard holding at most `cap` keys, sized for about `keys` of them,
+    /// with `newcomers` newcomer buckets made by `bucket`.
+    pub(super) fn new(
+        cap: usize,
+        keys: usize,
+        seed: u64,
+        now: u64,
+        bucket: impl Fn() -> Bucket,
+    ) -> Self {
+        let newcomers = keys.div_ceil(KEYS_PER_NEWCOMER_BUCKET).max(1);
+        Self {
+            table: Table::new(cap, seed, now),
+            sketch: FrequencySketch::new(keys),
+            newcomers: (0..newcomers).map(|_| bucket()).collect(),
+        }
+    }
+
+    /// Counts a sighting of the key with hash `h`, which has no slot;
+    /// returns its estimated sightings.
+    pub(super) fn sight(&mut self, h: u64) -> u32 {
+        self.sketch.record(h)
+    }
+
+    /// Gives the key with hash `h`, sighted `seen` times (from
+    /// [`sight`](Shard::sight)) and without a slot, a slot of its own with
+    /// a bucket from `new_bucket`, and returns that bucket; or `None`.
+    ///
+    /// * Seen fewer than [`ADMIT_AFTER`] times: `None`.
+    /// * Else a free slot, if this shard is under its cap and `reserve`
+    ///   takes a slot of the global count.
+    /// * Else the weakest of a random sample of this shard's slots, if it
+    ///   is idle or has fewer hits than `seen` (TinyLFU's duel: the
+    ///   incumbent wins ties).
+    pub(super) fn take_slot(
+        &mut self,
+        h: u64,
+        seen: u32,
+        new_bucket: impl FnOnce() -> Bucket,
+        idle: impl Fn(&Bucket) -> bool,
+        reserve: impl FnOnce() -> bool,
+    ) -> Option<&mut Bucket> {
+        if seen < ADMIT_AFTER {
+            return None;
+        }
+        if !self.table.is_full() && reserve() {
+            return Some(self.table.insert(h, new_bucket(), seen));
+        }
+        match self.table.weakest_sampled(idle) {
+            // Idle sorts below every `Active`.
+            Some((i, w)) if w < Weakness::Active(seen) => {
+                Some(self.table.replace(i, h, new_bucket(), seen))
+            }
+            _ => None,
+        }
+    }
+
+    /// The newcomer bucket of the key with hash `h`.
+    pub(super) fn newcomer(&mut self, h: u64) -> &mut Bucket {
+        // Bits 28..60 scaled to the count (Lemire's multiply-shift range
+        // reduction, which reads the top bits most): not the top four, which
+        // chose the shard and are equal across it.
+        let n = self.newcomers.len() as u64;
+        let i = (((h >> 28) & 0xFFFF_FFFF) * n) >> 32;
+        &mut self.newcomers[i as usize]
+    }
+}
