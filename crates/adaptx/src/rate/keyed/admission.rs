@@ -11,6 +11,7 @@
 //! (a CAS loop, handed in as `reserve`).
 
 use super::super::bucket::Bucket;
+use super::reduce;
 use super::sketch::FrequencySketch;
 use super::table::{Table, Weakness};
 
@@ -21,6 +22,17 @@ pub(super) const ADMIT_AFTER: u32 = 2;
 /// Tracked keys (of `max_keys`) per newcomer bucket: the newcomer buckets of
 /// all shards together refill at `max_keys / 16` times the per-key rate.
 pub(super) const KEYS_PER_NEWCOMER_BUCKET: usize = 16;
+
+/// What a key that takes a slot starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Start {
+    /// A full bucket: the slot was free, or its key idle for the TTL. A
+    /// slot frees at most once per TTL, which bounds these.
+    Full,
+    /// One token, the rest earned at the rate: the slot was taken from a
+    /// key in use, so that evicting keys never pays a burst.
+    OneToken,
+}
 
 /// One shard of the key table.
 #[derive(Debug)]
@@ -37,14 +49,14 @@ impl Shard {
     pub(super) fn new(
         cap: usize,
         keys: usize,
+        newcomers: usize,
         seed: u64,
         now: u64,
         bucket: impl Fn() -> Bucket,
     ) -> Self {
-        let newcomers = keys.div_ceil(KEYS_PER_NEWCOMER_BUCKET).max(1);
         Self {
             table: Table::new(cap, seed, now),
-            sketch: FrequencySketch::new(keys),
+            sketch: FrequencySketch::new(keys, seed.rotate_left(32)),
             newcomers: (0..newcomers).map(|_| bucket()).collect(),
         }
     }
@@ -61,15 +73,16 @@ impl Shard {
     ///
     /// * Seen fewer than [`ADMIT_AFTER`] times: `None`.
     /// * Else a free slot, if this shard is under its cap and `reserve`
-    ///   takes a slot of the global count.
-    /// * Else the weakest of a random sample of this shard's slots, if it
-    ///   is idle or has fewer hits than `seen` (TinyLFU's duel: the
-    ///   incumbent wins ties).
+    ///   takes a slot of the global count: a [`Start::Full`] bucket.
+    /// * Else the weakest of a random sample of this shard's slots: if it
+    ///   is idle, a [`Start::Full`] bucket (as good as a free slot); if it
+    ///   has fewer hits than `seen` (TinyLFU's duel: the incumbent wins
+    ///   ties), a [`Start::OneToken`] bucket.
     pub(super) fn take_slot(
         &mut self,
         h: u64,
         seen: u32,
-        new_bucket: impl FnOnce() -> Bucket,
+        new_bucket: impl FnOnce(Start) -> Bucket,
         idle: impl Fn(&Bucket) -> bool,
         reserve: impl FnOnce() -> bool,
     ) -> Option<&mut Bucket> {
@@ -77,24 +90,21 @@ impl Shard {
             return None;
         }
         if !self.table.is_full() && reserve() {
-            return Some(self.table.insert(h, new_bucket(), seen));
+            return Some(self.table.insert(h, new_bucket(Start::Full), seen));
         }
-        match self.table.weakest_sampled(idle) {
-            // Idle sorts below every `Active`.
-            Some((i, w)) if w < Weakness::Active(seen) => {
-                Some(self.table.replace(i, h, new_bucket(), seen))
-            }
-            _ => None,
-        }
+        let (i, weakness) = self.table.weakest_sampled(idle)?;
+        let start = match weakness {
+            Weakness::Idle => Start::Full,
+            Weakness::Active(hits) if hits < seen => Start::OneToken,
+            Weakness::Active(_) => return None,
+        };
+        Some(self.table.replace(i, h, new_bucket(start), seen))
     }
 
     /// The newcomer bucket of the key with hash `h`.
     pub(super) fn newcomer(&mut self, h: u64) -> &mut Bucket {
-        // Bits 28..60 scaled to the count (Lemire's multiply-shift range
-        // reduction, which reads the top bits most): not the top four, which
-        // chose the shard and are equal across it.
-        let n = self.newcomers.len() as u64;
-        let i = (((h >> 28) & 0xFFFF_FFFF) * n) >> 32;
-        &mut self.newcomers[i as usize]
+        // The low bits: the top ones chose the shard and the doorkeeper set.
+        let i = reduce(h << 32, self.newcomers.len());
+        &mut self.newcomers[i]
     }
 }

@@ -6,16 +6,19 @@
 //!
 //! # Implementation details
 //!
-//! * **Doorkeeper**: sets of four hashes, first in first out. A key's first
-//!   sighting only writes its hash into its set (pushing out the oldest of
-//!   the four); a later sighting that finds the hash still there is a
-//!   repeat. The sets are exact (a way holds a whole 64-bit hash, so a key
-//!   never passes for seen because another key was, unlike the Bloom
-//!   filter of the paper) and forget by pushing out: a key is remembered
-//!   until four more new keys have landed in its set, on average for as
-//!   many new keys as the doorkeeper has ways, and two keys sharing a set
-//!   do not push each other out. So one-shot keys never reach the
-//!   counters, whatever their number.
+//! * **Doorkeeper**: sets of four hashes. A key's first sighting only
+//!   writes its hash into its set, in an empty way or else in a random one;
+//!   a later sighting that finds the hash still there is a repeat. The sets
+//!   are exact (a way holds a whole 64-bit hash, so a key never passes for
+//!   seen because another key was, unlike the Bloom filter of the paper):
+//!   one-shot keys never reach the counters, whatever their number. They
+//!   forget by replacement: a key is remembered, on average, for as many
+//!   new keys as the doorkeeper has ways, and two keys sharing a set do not
+//!   push each other out unless it is full. The replacement is random, not
+//!   first-in first-out, so that five keys or more cycling through one set
+//!   (clients arriving together, each back before four others) cannot push
+//!   each other out forever: each survives a cycle with probability at
+//!   least `(3/4)^(k−1)` and once it is in the table it leaves the set.
 //! * **Counters**: four rows of saturating `u8` counters, one per row chosen
 //!   by multiply-shift hashing of the key's hash with an odd constant; the
 //!   estimate is the minimum of the four (count-min: Cormode and
@@ -27,6 +30,8 @@
 //!
 //! Nothing here reads a clock, allocates after construction or locks: the
 //! sketch lives inside its shard, under the shard's lock.
+
+use super::reduce;
 
 /// Odd multipliers choosing a key's counter in each row (the first four
 /// 64-bit primes below 2⁶⁴ / φ; any odd constants with mixed bits serve).
@@ -43,12 +48,14 @@ const WAYS: usize = 4;
 /// The doorkeeper and the counters of one shard.
 #[derive(Debug)]
 pub(super) struct FrequencySketch {
-    /// Sets of [`WAYS`] ways, each the `hash | 1` of a key seen once, the
-    /// newest first; 0 = empty.
+    /// Sets of [`WAYS`] ways, each the `hash | 1` of a key seen once;
+    /// 0 = empty.
     door: Box<[u64]>,
-    /// Four rows of `1 << width_bits` counters, row after row.
+    /// Picks the way a new key replaces in a full set.
+    rng: fastrand::Rng,
+    /// Four rows of `width` counters, row after row.
     counters: Box<[u8]>,
-    width_bits: u32,
+    width: usize,
     /// Sightings since the last aging.
     samples: u32,
     /// Sightings between two agings.
@@ -57,14 +64,16 @@ pub(super) struct FrequencySketch {
 
 impl FrequencySketch {
     /// A sketch for a shard that tracks about `keys` keys.
-    pub(super) fn new(keys: usize) -> Self {
-        let width = (4 * keys).clamp(64, 1 << 24).next_power_of_two();
-        let door = (2 * keys).clamp(64, 1 << 24).next_power_of_two();
-        debug_assert!(door % WAYS == 0);
+    pub(super) fn new(keys: usize, seed: u64) -> Self {
+        // Sizes are exact, not powers of two: indices are reduced to a range
+        // by a multiplication (`reduce`), which needs no mask.
+        let width = (4 * keys).clamp(64, 1 << 30);
+        let door = width.next_multiple_of(WAYS);
         Self {
             door: vec![0; door].into_boxed_slice(),
+            rng: fastrand::Rng::with_seed(seed),
             counters: vec![0; 4 * width].into_boxed_slice(),
-            width_bits: width.trailing_zeros(),
+            width,
             samples: 0,
             period: u32::try_from(width).unwrap_or(u32::MAX),
         }
@@ -75,13 +84,16 @@ impl FrequencySketch {
     /// sighting (or one the doorkeeper forgot), at least 2 on a repeat.
     pub(super) fn record(&mut self, h: u64) -> u32 {
         self.tick();
-        // Bits 8.. choose the set: the top bits chose the shard.
-        let sets = self.door.len() / WAYS;
-        let first = ((h >> 8) as usize & (sets - 1)) * WAYS;
+        // The top four bits chose the shard: shifted out, the next choose
+        // the set.
+        let first = reduce(h << 4, self.door.len() / WAYS) * WAYS;
         let set = &mut self.door[first..first + WAYS];
         if !set.contains(&(h | 1)) {
-            set.copy_within(0..WAYS - 1, 1);
-            set[0] = h | 1;
+            let way = match set.iter().position(|&w| w == 0) {
+                Some(empty) => empty,
+                None => self.rng.usize(..WAYS),
+            };
+            set[way] = h | 1;
             return 1;
         }
         let mut min = u8::MAX;
@@ -96,8 +108,7 @@ impl FrequencySketch {
     /// The counter of `h` in `row`.
     #[inline]
     fn index(&self, row: usize, h: u64) -> usize {
-        let col = h.wrapping_mul(ROW_SEEDS[row]) >> (64 - self.width_bits);
-        (row << self.width_bits) | col as usize
+        row * self.width + reduce(h.wrapping_mul(ROW_SEEDS[row]), self.width)
     }
 
     /// Counts a sighting; every `period` sightings, halves every counter.
@@ -126,7 +137,7 @@ mod tests {
 
     #[test]
     fn first_sighting_is_one_then_counts_up() {
-        let mut s = FrequencySketch::new(100);
+        let mut s = FrequencySketch::new(100, 1);
         assert_eq!(s.record(h(1)), 1);
         assert_eq!(s.record(h(1)), 2);
         assert_eq!(s.record(h(1)), 3);
@@ -136,18 +147,18 @@ mod tests {
 
     #[test]
     fn one_shot_keys_never_pass_for_repeats() {
-        let mut s = FrequencySketch::new(100);
+        let mut s = FrequencySketch::new(100, 1);
         assert!((0..100_000).all(|i| s.record(h(i)) == 1));
     }
 
     /// The doorkeeper set of `x` in `s`.
     fn set_of(s: &FrequencySketch, x: u64) -> usize {
-        (x >> 8) as usize & (s.door.len() / WAYS - 1)
+        reduce(x << 4, s.door.len() / WAYS)
     }
 
     #[test]
-    fn a_key_is_forgotten_only_after_four_more_in_its_set() {
-        let mut s = FrequencySketch::new(32);
+    fn a_key_is_remembered_until_its_set_is_full_and_it_is_replaced() {
+        let mut s = FrequencySketch::new(16, 1);
         assert_eq!(s.door.len(), 64);
         let set = set_of(&s, h(7));
         let (mut same, mut other) = (vec![], vec![]);
@@ -160,26 +171,52 @@ mod tests {
             v.push(h(i));
         }
         s.record(h(7));
-        // Any number of keys in other sets, and three in its own, leave it
-        // remembered; and a key sharing its set is remembered too.
-        other.iter().for_each(|&x| {
+        // Any number of keys in other sets, and three in its own (which
+        // fill the set), leave it remembered; so is a key sharing its set.
+        for &x in other.iter().chain(&same[..3]) {
             s.record(x);
-        });
-        same[..3].iter().for_each(|&x| {
-            s.record(x);
-        });
+        }
         assert_eq!(s.record(same[0]), 2);
         assert_eq!(s.record(h(7)), 2);
-        // Four new ones in its set push it out.
-        same[3..7].iter().for_each(|&x| {
+        // New keys in its full set replace a random way: it goes, in time.
+        let mut pushed_out_after = None;
+        for (n, &x) in same[3..].iter().enumerate() {
             s.record(x);
-        });
+            if !s.door.contains(&(h(7) | 1)) {
+                pushed_out_after = Some(n + 1);
+                break;
+            }
+        }
+        assert!(pushed_out_after.is_some());
         assert_eq!(s.record(h(7)), 1);
+    }
+
+    /// Six keys cycling through one set of four, each back before the
+    /// other five: with first-in first-out replacement none would ever be
+    /// seen twice; with random replacement each is, soon.
+    #[test]
+    fn keys_cycling_through_a_full_set_are_still_seen_again() {
+        let mut s = FrequencySketch::new(16, 3);
+        let set = set_of(&s, h(0));
+        let six: Vec<u64> = (0..)
+            .map(h)
+            .filter(|&x| set_of(&s, x) == set)
+            .take(6)
+            .collect();
+        let mut repeats = [0; 6];
+        for _ in 0..50 {
+            for (i, &x) in six.iter().enumerate() {
+                if s.record(x) >= 2 {
+                    repeats[i] += 1;
+                }
+            }
+        }
+        assert!(repeats.iter().all(|&r| r > 0), "{repeats:?}");
     }
 
     #[test]
     fn aging_halves_the_counts() {
-        let mut s = FrequencySketch::new(16);
+        let mut s = FrequencySketch::new(16, 1);
         let period = s.period;
         for _ in 0..10 {
             s.record(h(1));
@@ -204,7 +241,7 @@ mod tests {
 
     #[test]
     fn counters_saturate() {
-        let mut s = FrequencySketch::new(1 << 16);
+        let mut s = FrequencySketch::new(1 << 16, 1);
         for _ in 0..1000 {
             s.record(h(3));
         }

@@ -27,8 +27,9 @@ use super::super::bucket::Bucket;
 pub(super) struct Slot {
     hash: u64,
     pub(super) bucket: Bucket,
-    /// Admissions attempted through this slot, saturating: the frequency
-    /// a newcomer must beat to take the slot while it is active.
+    /// Sightings when it took the slot, then one per request through it
+    /// (admitted or not), saturating: what a candidate's sightings must
+    /// exceed to take the slot while it is in use.
     pub(super) hits: u32,
 }
 
