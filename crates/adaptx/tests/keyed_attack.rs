@@ -439,3 +439,20 @@ fn newcomer_buckets_are_about_max_keys_over_16() {
         assert_eq!(l.newcomer_buckets(), buckets, "{max_keys}");
     }
 }
+
+/// Memory is paid as the table grows: building a limiter for ten million
+/// keys allocates its newcomer buckets (capped at 65 536) and sketches for
+/// 256 keys per shard, about 1.3 MB, not the 490 MB its full sketch takes.
+#[test]
+fn building_a_table_for_ten_million_keys_allocates_little() {
+    let (net0, _) = heap();
+    let l = RateLimiter::builder()
+        .max_keys(10_000_000)
+        .build_keyed::<String>()
+        .expect("valid");
+    let bytes = heap().0 - net0;
+    eprintln!("built for 10 000 000 keys: {bytes} bytes");
+    assert_eq!(l.newcomer_buckets(), 65_536);
+    assert!(bytes < 1_500_000, "{bytes}");
+    drop(l);
+}

@@ -35,17 +35,21 @@
 //!
 //! ## Memory
 //!
-//! For `n = ceil(max_keys / 16)` keys per shard, fixed at construction: a
-//! doorkeeper of `4n` hashes (8 bytes each), four rows of `4n` one-byte
-//! counters, and `ceil(n / 16)` newcomer buckets of 16 bytes: 49 bytes per
-//! key of `max_keys`. Growing with the tracked keys, up to the shard's cap
+//! For `n = ceil(max_keys / 16)` keys per shard. At construction:
+//! `ceil(n / 16)` newcomer buckets of 16 bytes per shard (at most 4 096),
+//! and a frequency sketch sized for `min(n, 256)` keys: a doorkeeper of 4
+//! hashes of 8 bytes and four rows of 4 one-byte counters per key, 48
+//! bytes: about 200 KB in all for any `max_keys` ≥ 4 096. The sketch is
+//! resized, doubling, as its shard's table grows past its size, up to `n`
+//! keys (a rare allocation of a key without a slot, never on the hot
+//! path). Growing with the tracked keys, up to the shard's cap
 //! `c = min(max_keys, 2n + 16)`: a 32-byte slot in a `Vec` grown by
 //! doubling but reserved exactly up to `c`, and an index entry of 16 bytes
 //! and a control byte in a `HashMap` of at most `2 · 8/7 · c` buckets: at
-//! most `71 c` bytes per shard, 142 per key of `max_keys` plus 18 KiB in
-//! all. [`MAX_BYTES_PER_KEY`] is the sum; measured on a full table, 130
-//! bytes per key at 10 000 keys and 113 at 100 000
-//! (`tests/keyed_attack.rs`). The keys themselves are never stored.
+//! most `71 c` bytes per shard. [`MAX_BYTES_PER_KEY`] is the sum per key of
+//! `max_keys`; measured on a full table, 130 bytes per key at 10 000 keys
+//! and 113 at 100 000 (`tests/keyed_attack.rs`). The keys themselves are
+//! never stored.
 
 //! # Admission
 //!
@@ -55,7 +59,7 @@
 //!    admitted from a **newcomer bucket**: one of `ceil(n / 16)` per shard,
 //!    chosen by the key's hash, each a bucket like a key's at the same
 //!    rate. All newcomer buckets together (`max_keys / 16` of them, at
-//!    least 16) hold `max_keys / 16` times one key's burst and refill at
+//!    least 16 and at most 65 536) hold `max_keys / 16` times one key's burst and refill at
 //!    `max_keys / 16` times its rate.
 //! 2. On a later sighting it takes a **free slot** with a full bucket of its
 //!    own, or the slot of the **weakest of 8 sampled** slots of its shard:
@@ -157,7 +161,9 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use self::admission::{ADMIT_AFTER, KEYS_PER_NEWCOMER_BUCKET, Shard, Start};
+use self::admission::{
+    ADMIT_AFTER, KEYS_PER_NEWCOMER_BUCKET, MAX_NEWCOMERS_PER_SHARD, Shard, Start,
+};
 use super::bucket::Bucket;
 use super::engine::Core;
 use super::{RateLimited, RatePermit, RateStats, lock};
@@ -172,13 +178,14 @@ const SHARDS: usize = 16;
 /// most 120 KiB: 64 doorkeeper cells and counters per row and shard, and
 /// 16 extra slots per shard).
 ///
-/// 49 bytes fixed at construction (doorkeeper, sketch, newcomer buckets),
-/// and at most 142 that grow with the tracked keys (when every shard has
-/// held its cap of `2 · max_keys / 16 + 16` keys: slots of 32 bytes, and an
-/// index of at most `2 · 8/7` entries of 17 bytes per slot), plus 18 KiB
-/// in all, under 5 bytes per key from 4 096 keys on. Measured on a full
-/// table with the keys spread as the hash spreads them: 130 bytes per key
-/// at 10 000 keys, 113 at 100 000.
+/// At most 49 bytes for the frequency sketch and the newcomer buckets
+/// (about 200 KB of it allocated at construction, the rest as the table
+/// grows), and at most 142 for the tracked keys (when every shard has held
+/// its cap of `2 · max_keys / 16 + 16` keys: slots of 32 bytes, and an
+/// index of at most `2 · 8/7` entries of 17 bytes per slot), plus 18 KiB in
+/// all, under 5 bytes per key from 4 096 keys on. Measured on a full table
+/// with the keys spread as the hash spreads them: 130 bytes per key at
+/// 10 000 keys, 113 at 100 000.
 pub const MAX_BYTES_PER_KEY: usize = 200;
 
 /// A rate limiter with one token bucket per key (client IP, API key, user)
@@ -294,7 +301,9 @@ impl<K> KeyedRateLimiter<K> {
         let hasher = RandomState::new();
         let per_shard = max_keys.div_ceil(SHARDS);
         let cap = (2 * per_shard + 16).min(max_keys);
-        let newcomers = per_shard.div_ceil(KEYS_PER_NEWCOMER_BUCKET).max(1);
+        let newcomers = per_shard
+            .div_ceil(KEYS_PER_NEWCOMER_BUCKET)
+            .clamp(1, MAX_NEWCOMERS_PER_SHARD);
         let shards = Box::new(std::array::from_fn(|i| {
             let seed = hasher.hash_one(i);
             let bucket = || core.new_bucket(now);
@@ -333,7 +342,7 @@ impl<K> KeyedRateLimiter<K> {
     }
 
     /// The number of newcomer buckets: `16 · ceil(ceil(max_keys / 16) / 16)`,
-    /// about `max_keys / 16` and at least 16.
+    /// about `max_keys / 16`, at least 16 and at most 65 536.
     ///
     /// Keys without a bucket of their own (a key's first request, and a
     /// key that finds no slot it may take) are admitted from these, so over

@@ -23,6 +23,14 @@ pub(super) const ADMIT_AFTER: u32 = 2;
 /// all shards together refill at `max_keys / 16` times the per-key rate.
 pub(super) const KEYS_PER_NEWCOMER_BUCKET: usize = 16;
 
+/// Keys per shard the sketch is sized for at construction (so 49 · 16 ·
+/// 256 ≈ 200 KB for any `max_keys` ≥ 4 096); it grows with the table.
+const SKETCH_KEYS_AT_START: usize = 256;
+
+/// Most newcomer buckets per shard: 65 536 in all (1 MiB), however large
+/// `max_keys` is.
+pub(super) const MAX_NEWCOMERS_PER_SHARD: usize = 4096;
+
 /// What a key that takes a slot starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Start {
@@ -39,6 +47,11 @@ pub(super) enum Start {
 pub(super) struct Shard {
     pub(super) table: Table,
     sketch: FrequencySketch,
+    /// Keys the sketch is sized for: at first at most
+    /// [`SKETCH_KEYS_AT_START`], doubled as the table grows past it, up to
+    /// `keys`.
+    sketch_keys: usize,
+    keys: usize,
     /// Shared by the keys of this shard that have no slot, chosen by hash.
     newcomers: Box<[Bucket]>,
 }
@@ -54,9 +67,12 @@ impl Shard {
         now: u64,
         bucket: impl Fn() -> Bucket,
     ) -> Self {
+        let sketch_keys = keys.min(SKETCH_KEYS_AT_START);
         Self {
             table: Table::new(cap, seed, now),
-            sketch: FrequencySketch::new(keys, seed.rotate_left(32)),
+            sketch: FrequencySketch::new(sketch_keys, seed.rotate_left(32)),
+            sketch_keys,
+            keys,
             newcomers: (0..newcomers).map(|_| bucket()).collect(),
         }
     }
@@ -90,6 +106,11 @@ impl Shard {
             return None;
         }
         if !self.table.is_full() && reserve() {
+            if self.table.len() >= self.sketch_keys && self.sketch_keys < self.keys {
+                // Cold: at most log₂(keys / SKETCH_KEYS_AT_START) times.
+                self.sketch_keys = (2 * self.sketch_keys).min(self.keys);
+                self.sketch.resize(self.sketch_keys);
+            }
             return Some(self.table.insert(h, new_bucket(Start::Full), seen));
         }
         let (i, weakness) = self.table.weakest_sampled(idle)?;

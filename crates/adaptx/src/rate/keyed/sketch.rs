@@ -65,10 +65,7 @@ pub(super) struct FrequencySketch {
 impl FrequencySketch {
     /// A sketch for a shard that tracks about `keys` keys.
     pub(super) fn new(keys: usize, seed: u64) -> Self {
-        // Sizes are exact, not powers of two: indices are reduced to a range
-        // by a multiplication (`reduce`), which needs no mask.
-        let width = (4 * keys).clamp(64, 1 << 30);
-        let door = width.next_multiple_of(WAYS);
+        let (width, door) = Self::sizes(keys);
         Self {
             door: vec![0; door].into_boxed_slice(),
             rng: fastrand::Rng::with_seed(seed),
@@ -79,21 +76,31 @@ impl FrequencySketch {
         }
     }
 
+    /// The row width and the doorkeeper ways for `keys` keys. Exact, not
+    /// powers of two: indices are reduced to a range by a multiplication
+    /// (`reduce`), which needs no mask.
+    fn sizes(keys: usize) -> (usize, usize) {
+        let width = keys.saturating_mul(4).clamp(64, 1 << 30);
+        (width, width.next_multiple_of(WAYS))
+    }
+
+    /// Resizes the sketch for `keys` keys: the doorkeeper keeps every key
+    /// it remembers (it holds whole hashes, so they can be placed again, at
+    /// most four to a set), the counters start again from zero.
+    pub(super) fn resize(&mut self, keys: usize) {
+        let mut grown = Self::new(keys, self.rng.u64(..));
+        for &cell in self.door.iter().filter(|&&c| c != 0) {
+            grown.remember(cell);
+        }
+        *self = grown;
+    }
+
     /// Records a sighting of the key with hash `h`; returns its estimated
     /// sightings since the last aging, this one included: 1 on a first
     /// sighting (or one the doorkeeper forgot), at least 2 on a repeat.
     pub(super) fn record(&mut self, h: u64) -> u32 {
         self.tick();
-        // The top four bits chose the shard: shifted out, the next choose
-        // the set.
-        let first = reduce(h << 4, self.door.len() / WAYS) * WAYS;
-        let set = &mut self.door[first..first + WAYS];
-        if !set.contains(&(h | 1)) {
-            let way = match set.iter().position(|&w| w == 0) {
-                Some(empty) => empty,
-                None => self.rng.usize(..WAYS),
-            };
-            set[way] = h | 1;
+        if !self.remember(h | 1) {
             return 1;
         }
         let mut min = u8::MAX;
@@ -103,6 +110,24 @@ impl FrequencySketch {
             min = min.min(*c);
         }
         1 + u32::from(min)
+    }
+
+    /// Whether `cell` (a hash with its low bit set) is in the doorkeeper;
+    /// if not, puts it there, in an empty way of its set or a random one.
+    fn remember(&mut self, cell: u64) -> bool {
+        // The top four bits chose the shard: shifted out, the next choose
+        // the set.
+        let first = reduce(cell << 4, self.door.len() / WAYS) * WAYS;
+        let set = &mut self.door[first..first + WAYS];
+        if set.contains(&cell) {
+            return true;
+        }
+        let way = match set.iter().position(|&w| w == 0) {
+            Some(empty) => empty,
+            None => self.rng.usize(..WAYS),
+        };
+        set[way] = cell;
+        false
     }
 
     /// The counter of `h` in `row`.
@@ -153,7 +178,7 @@ mod tests {
 
     /// The doorkeeper set of `x` in `s`.
     fn set_of(s: &FrequencySketch, x: u64) -> usize {
-        reduce(x << 4, s.door.len() / WAYS)
+        reduce((x | 1) << 4, s.door.len() / WAYS)
     }
 
     #[test]
@@ -237,6 +262,20 @@ mod tests {
         assert_eq!(s.samples, period - 1);
         // This sighting ages first (10 -> 5), then counts: 1 + 6.
         assert_eq!(s.record(h(1)), 7);
+    }
+
+    #[test]
+    fn a_resize_keeps_the_doorkeeper_and_resets_the_counters() {
+        let mut s = FrequencySketch::new(16, 1);
+        for i in 0..10 {
+            s.record(h(i));
+        }
+        assert_eq!(s.record(h(9)), 2);
+        s.resize(1024);
+        assert_eq!(s.door.len(), 4096);
+        // Remembered, and counted afresh: 1 + 1.
+        assert!((0..10).all(|i| s.record(h(i)) == 2));
+        assert_eq!(s.record(h(1000)), 1);
     }
 
     #[test]

@@ -101,8 +101,7 @@ impl Table {
     }
 
     /// Keys tracked by this shard.
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.slots.len()
     }
 
