@@ -251,4 +251,78 @@ mod tests {
         assert_eq!(w, Weakness::Idle);
         assert!(t.slots[i].hash == 1 || t.slots[i].hash == 2);
     }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u8),
+        Hit(u8),
+        ReplaceWeakest(u8),
+        RemoveIdleBefore(u8),
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<u8>().prop_map(Op::Insert),
+            any::<u8>().prop_map(Op::Hit),
+            any::<u8>().prop_map(Op::ReplaceWeakest),
+            any::<u8>().prop_map(Op::RemoveIdleBefore),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Any sequence of inserts, hits, replacements and sweeps keeps the
+        /// index and the slots one-to-one, the slots within the cap, and
+        /// the reserved capacity within the cap (the bound on bytes).
+        #[test]
+        fn the_index_and_the_slots_stay_one_to_one(ops in proptest::collection::vec(op(), 1..200)) {
+            const CAP: usize = 24;
+            let mut t = Table::new(CAP, 9, 0);
+            let mut model = std::collections::BTreeMap::new(); // hash -> last use
+            for (now, op) in ops.into_iter().enumerate() {
+                let now = now as u64;
+                match op {
+                    Op::Insert(k) => {
+                        let h = u64::from(k) << 40;
+                        if !t.is_full() && !model.contains_key(&h) {
+                            t.insert(h, Bucket::full(now, 1), 2);
+                            model.insert(h, now);
+                        }
+                    }
+                    Op::Hit(k) => {
+                        let h = u64::from(k) << 40;
+                        proptest::prop_assert_eq!(t.hit(h).is_some(), model.contains_key(&h));
+                    }
+                    Op::ReplaceWeakest(k) => {
+                        let h = u64::from(k) << 40;
+                        if model.contains_key(&h) {
+                            continue;
+                        }
+                        if let Some((i, _)) = t.weakest_sampled(|_| false) {
+                            model.remove(&t.slots[i].hash);
+                            t.replace(i, h, Bucket::full(now, 1), 2);
+                            model.insert(h, now);
+                        }
+                    }
+                    Op::RemoveIdleBefore(b) => {
+                        let before = now.saturating_sub(u64::from(b % 32));
+                        let removed = t.remove_idle(|bucket| bucket.last() < before);
+                        let gone: Vec<u64> =
+                            model.iter().filter(|&(_, &last)| last < before).map(|(&h, _)| h).collect();
+                        proptest::prop_assert_eq!(removed, gone.len());
+                        for h in gone {
+                            model.remove(&h);
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(t.len(), model.len());
+                proptest::prop_assert_eq!(t.index.len(), t.slots.len());
+                proptest::prop_assert!(t.slots.capacity() <= CAP);
+                for (i, s) in t.slots.iter().enumerate() {
+                    proptest::prop_assert_eq!(t.index.get(&s.hash).copied(), Some(position(i)));
+                    proptest::prop_assert!(model.contains_key(&s.hash));
+                }
+            }
+        }
+    }
 }
