@@ -50,7 +50,7 @@
 //! `max_keys`; measured on a full table, 130 bytes per key at 10 000 keys
 //! and 113 at 100 000 (`tests/keyed_attack.rs`). The keys themselves are
 //! never stored.
-
+//!
 //! # Admission
 //!
 //! A key without a slot is *sighted* in its shard's frequency sketch, then:
@@ -59,8 +59,8 @@
 //!    admitted from a **newcomer bucket**: one of `ceil(n / 16)` per shard,
 //!    chosen by the key's hash, each a bucket like a key's at the same
 //!    rate. All newcomer buckets together (`max_keys / 16` of them, at
-//!    least 16 and at most 65 536) hold `max_keys / 16` times one key's burst and refill at
-//!    `max_keys / 16` times its rate.
+//!    least 16 and at most 65 536) hold `max_keys / 16` times one key's
+//!    burst and refill at `max_keys / 16` times its rate.
 //! 2. On a later sighting it takes a **free slot** with a full bucket of its
 //!    own, or the slot of the **weakest of 8 sampled** slots of its shard:
 //!    with a full bucket if that one is idle (unused for the TTL), with one
@@ -71,10 +71,10 @@
 //!    once per earliest expiry, see below).
 //! 3. Otherwise, its newcomer bucket again.
 //!
-//! A key with a slot is admitted from its own bucket; each admission counts
-//! a hit in the slot. A slot is never evicted for a key with fewer
-//! sightings than its hits, so a client that uses its bucket keeps it
-//! through any flood of new keys.
+//! A key with a slot is admitted from its own bucket; each request counts
+//! a hit in the slot. A slot in use is never taken by a key sighted no
+//! more often than the slot was hit, so a client that uses its bucket keeps
+//! it through any flood of new keys.
 //!
 //! ## What a new client gets, and why not more
 //!
@@ -86,7 +86,8 @@
 //! flood drains that bound. This one bounds it, high: a new client's first
 //! request is refused only while fresh keys drain its newcomer bucket
 //! (fresh keys faster than `rate` per newcomer bucket, `max_keys / 16 ·
-//! rate` in all: 62 500 per second at the defaults); its second request
+//! rate` in all: 64 000 per second at the defaults, 640 buckets at 100 per
+//! second); its second request
 //! takes a slot of its own if the doorkeeper still remembers the first
 //! (on average until `4n` fresh keys have landed in its shard — about
 //! `4 · max_keys` in all — between the two) and a slot is free, idle or
@@ -133,7 +134,7 @@
 //! `B · (burst + rate · t)` through the newcomer buckets, plus
 //! `max_keys · burst · (1 + t / TTL)` through free slots, plus `rate · t`
 //! per slot it holds (a slot taken by a duel adds one token).
-
+//!
 //! ## Idle keys
 //!
 //! A key unused for at least the TTL is evicted lazily, in two ways:
