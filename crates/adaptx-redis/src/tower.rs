@@ -2,8 +2,8 @@
 //! takes a [`FleetRateLimiter`] as its [`RateSource`], so the 429s, the
 //! `Retry-After` and the `X-RateLimit-*` headers are the layer's own code.
 
-use adaptx::{Outcome, RateLimited};
-use adaptx_tower::{AdaptiveRateLimitLayer, RateSource, RateToken};
+use adaptx::Outcome;
+use adaptx_tower::{AdaptiveRateLimitLayer, RateSource, RateToken, Rejected};
 use http::Request;
 
 use crate::{FleetPermit, FleetRateLimiter};
@@ -25,8 +25,8 @@ impl RateToken for FleetPermit {
 impl<B> RateSource<B> for FleetRateLimiter {
     type Permit = FleetPermit;
 
-    fn try_acquire(&self, _req: &Request<B>) -> Result<FleetPermit, RateLimited> {
-        FleetRateLimiter::try_acquire(self)
+    fn try_acquire(&self, _req: &Request<B>) -> Result<FleetPermit, Rejected> {
+        Ok(FleetRateLimiter::try_acquire(self)?)
     }
 
     fn current_rate(&self) -> u64 {

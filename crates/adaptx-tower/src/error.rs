@@ -94,3 +94,61 @@ impl fmt::Display for Elapsed {
 }
 
 impl std::error::Error for Elapsed {}
+
+/// Why a [`RateSource`](crate::RateSource) did not admit a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Rejected {
+    /// The request's bucket is empty: the layer answers `429` with
+    /// `Retry-After`.
+    Limited(adaptx::RateLimited),
+    /// The request carries nothing to key it by: the layer answers `500`
+    /// and logs the error once.
+    NoKey(MissingKey),
+}
+
+impl From<adaptx::RateLimited> for Rejected {
+    fn from(limited: adaptx::RateLimited) -> Self {
+        Self::Limited(limited)
+    }
+}
+
+impl fmt::Display for Rejected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Limited(limited) => limited.fmt(f),
+            Self::NoKey(missing) => missing.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+/// A [`KeyExtractor`](crate::KeyExtractor) found nothing to key a request
+/// by: a server misconfiguration (for [`ClientIp`](crate::ClientIp), no
+/// client address), answered `500` rather than sharing one bucket among
+/// every such request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingKey {
+    extractor: &'static str,
+    fix: &'static str,
+}
+
+impl MissingKey {
+    /// The error of `extractor` (its name), with what to do about it.
+    pub fn new(extractor: &'static str, fix: &'static str) -> Self {
+        Self { extractor, fix }
+    }
+}
+
+impl fmt::Display for MissingKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} found no key in the request: {}",
+            self.extractor, self.fix
+        )
+    }
+}
+
+impl std::error::Error for MissingKey {}

@@ -37,7 +37,7 @@ pub use concurrency::{
     DEFAULT_REJECTION_STATUS, DEFAULT_RETRY_AFTER_SECS, DEFAULT_TIMEOUT_STATUS, PermitBody,
     ResponseFuture,
 };
-pub use error::{BoxError, Elapsed, LimiterClosed};
+pub use error::{BoxError, Elapsed, LimiterClosed, MissingKey, Rejected};
 pub use rate::{
     AdaptiveRateLimit, AdaptiveRateLimitLayer, ClientIp, CurrentRate, DefaultRejection, HeaderKey,
     KeyExtractor, Keyed, NoSkip, OnRateLimited, RateLimitFuture, RateSource, RateToken,

@@ -362,6 +362,9 @@ async fn rate_keyed_by_header_and_skip() {
         let svc = svc.clone();
         async move { svc.oneshot(req).await.expect("ok").status() }
     };
+    // Alice's first request comes from a newcomer bucket; her second takes a
+    // bucket of her own (burst 1); her third finds it empty.
+    assert_eq!(status(&svc, with_key("alice", "/")).await, StatusCode::OK);
     assert_eq!(status(&svc, with_key("alice", "/")).await, StatusCode::OK);
     assert_eq!(
         status(&svc, with_key("alice", "/")).await,
@@ -402,23 +405,63 @@ async fn rate_failures_cut_the_rate() {
 
 #[test]
 fn client_ip_reads_connect_info_then_socket_addr() {
-    use adaptx_tower::{ClientIp, KeyExtractor};
+    use adaptx_tower::{ClientIp, KeyExtractor, MissingKey};
     use std::net::{IpAddr, SocketAddr};
 
     let addr: SocketAddr = "10.1.2.3:4567".parse().expect("addr");
     let mut req = get("/", "");
-    let ip = |req: &Request<Body>| -> IpAddr { ClientIp.extract(req) };
-    assert_eq!(ip(&req), IpAddr::from([0, 0, 0, 0]));
+    let ip = |req: &Request<Body>| -> Result<IpAddr, MissingKey> { ClientIp.extract(req) };
+    let missing = ip(&req).expect_err("no address: no key");
+    assert!(
+        missing
+            .to_string()
+            .contains("into_make_service_with_connect_info::<SocketAddr>()"),
+        "{missing}"
+    );
     req.extensions_mut().insert(addr);
-    assert_eq!(ip(&req), addr.ip());
+    assert_eq!(ip(&req), Ok(addr.ip()));
     let proxy: SocketAddr = "192.0.2.9:1".parse().expect("addr");
     req.extensions_mut()
         .insert(axum::extract::ConnectInfo(proxy));
-    assert_eq!(ip(&req), proxy.ip());
+    assert_eq!(ip(&req), Ok(proxy.ip()));
     // Forwarding headers are not trusted.
     req.headers_mut()
         .insert("x-forwarded-for", http::HeaderValue::from_static("1.1.1.1"));
-    assert_eq!(ip(&req), proxy.ip());
+    assert_eq!(ip(&req), Ok(proxy.ip()));
+}
+
+/// A server that does not give `ClientIp` the client's address (axum served
+/// without `into_make_service_with_connect_info`) is a clear error: every
+/// request is answered 500, none is admitted or limited, instead of all
+/// clients silently sharing one bucket.
+#[tokio::test]
+async fn client_ip_without_connect_info_answers_500_instead_of_one_shared_bucket() {
+    use adaptx_tower::ClientIp;
+    use std::net::SocketAddr;
+
+    let limiter = RateLimiter::builder()
+        .initial_rate(10)
+        .clock(ManualClock::new())
+        .build_keyed()
+        .expect("valid");
+    let svc = AdaptiveRateLimitLayer::keyed(limiter.clone(), ClientIp).layer(service_fn(handler));
+    for _ in 0..3 {
+        let res = svc.clone().oneshot(get("/", "")).await.expect("ok");
+        assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert!(!res.headers().contains_key("retry-after"));
+    }
+    let s = limiter.stats();
+    assert_eq!((s.admitted, s.rejected), (0, 0));
+    assert!(limiter.is_empty());
+    // With the address (what `into_make_service_with_connect_info` inserts),
+    // the same service admits.
+    let mut req = get("/", "");
+    let addr: SocketAddr = "10.1.2.3:4567".parse().expect("addr");
+    req.extensions_mut()
+        .insert(axum::extract::ConnectInfo(addr));
+    let res = svc.clone().oneshot(req).await.expect("ok");
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(limiter.stats().admitted, 1);
 }
 
 /// Both layers compose with `tower::ServiceBuilder`, and the stack keeps the

@@ -18,6 +18,9 @@
 //! * `partitioned`: `try_acquire` + release of a limiter with partitions
 //!   (critical 70 %, batch 30 %, the default partition empty) against the
 //!   same on an unpartitioned limiter: the issue-12 bound is 1.3×.
+//! * `keyed`: `KeyedRateLimiter::try_acquire` + drop for a key already in a
+//!   table of 10 000 (`u64` keys and 32-byte `String` keys): the key table's
+//!   hot path.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -28,7 +31,10 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptx::{Limiter, MAX_LIMIT_BOUND, ManualClock, Outcome, Partitions};
+use adaptx::{
+    KeyedRateLimiter, Limiter, MAX_LIMIT_BOUND, MAX_RATE_BOUND, ManualClock, Outcome, Partitions,
+    RateLimiter,
+};
 use criterion::{Criterion, criterion_group, criterion_main};
 use tokio::sync::Semaphore;
 
@@ -341,8 +347,57 @@ fn partitioned(c: &mut Criterion) {
     g.finish();
 }
 
+/// A keyed limiter whose buckets never run dry (the largest rate and burst,
+/// a clock that never moves), holding `keys` keys.
+fn keyed_table<K: std::hash::Hash + Eq + Clone>(keys: &[K]) -> KeyedRateLimiter<K> {
+    let l = RateLimiter::builder()
+        .initial_rate(MAX_RATE_BOUND)
+        .max_rate(MAX_RATE_BOUND)
+        .burst(MAX_RATE_BOUND)
+        .max_keys(keys.len())
+        .clock(ManualClock::new())
+        .build_keyed()
+        .expect("valid configuration");
+    for k in keys {
+        // Twice: a table with an admission policy may want a key seen again.
+        drop(l.try_acquire(k));
+        drop(l.try_acquire(k));
+    }
+    assert_eq!(l.len(), keys.len());
+    l
+}
+
+/// The hot path of the key table: a key it already holds.
+fn keyed(c: &mut Criterion) {
+    let mut g = c.benchmark_group("keyed");
+    let ints: Vec<u64> = (0..10_000).collect();
+    let l = keyed_table(&ints);
+    g.bench_function("existing_u64_key_try_acquire_drop", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 7919) % 10_000;
+            drop(black_box(&l).try_acquire(&ints[i]).expect("a token"));
+        });
+    });
+    let strings: Vec<String> = (0..10_000).map(|i| format!("{i:0>32}")).collect();
+    let l = keyed_table(&strings);
+    g.bench_function("existing_32_byte_string_key_try_acquire_drop", |b| {
+        let mut i = 0;
+        b.iter(|| {
+            i = (i + 7919) % 10_000;
+            drop(
+                black_box(&l)
+                    .try_acquire(strings[i].as_str())
+                    .expect("a token"),
+            );
+        });
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
+    keyed,
     uncontended,
     contended,
     reads,

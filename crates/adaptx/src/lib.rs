@@ -103,9 +103,9 @@ pub use pool::{
 pub use rate::{
     DEFAULT_ADJUST_INTERVAL, DEFAULT_ERROR_THRESHOLD, DEFAULT_INITIAL_RATE, DEFAULT_KEY_TTL,
     DEFAULT_MAX_KEYS, DEFAULT_MAX_RATE, DEFAULT_MIN_RATE, DEFAULT_RATE_TARGET_LATENCY,
-    IntervalSummary, KeyedRateLimiter, MAX_ADJUST_INTERVAL, MAX_RATE_BOUND, RateAlgorithm, RateLaw,
-    RateLawState, RateLimited, RateLimiter, RateLimiterBuilder, RatePermit, RateSettings,
-    RateStats,
+    IntervalSummary, KeyedRateLimiter, MAX_ADJUST_INTERVAL, MAX_BYTES_PER_KEY, MAX_RATE_BOUND,
+    RateAlgorithm, RateLaw, RateLawState, RateLimited, RateLimiter, RateLimiterBuilder, RatePermit,
+    RateSettings, RateStats,
 };
 pub use stats::Stats;
 pub use throttle::{

@@ -1,8 +1,10 @@
 use std::hash::Hash;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
-use adaptx::{KeyedRateLimiter, Outcome, RateLimited, RateLimiter, RatePermit};
+use adaptx::{KeyedRateLimiter, Outcome, RateLimiter, RatePermit};
 use http::{HeaderName, Request};
+
+use crate::error::{MissingKey, Rejected};
 
 /// What an admitted request carries to its response: the rate and the
 /// tokens left at admission (for the headers), and the way back for its
@@ -94,12 +96,15 @@ pub trait RateSource<B> {
     /// The permit an admitted request carries.
     type Permit: RateToken;
 
-    /// Admits `req` or says how long to wait.
+    /// Admits `req`, or says how long to wait, or that `req` cannot be
+    /// keyed.
     ///
     /// # Errors
     ///
-    /// [`RateLimited`] when the request's bucket is empty.
-    fn try_acquire(&self, req: &Request<B>) -> Result<Self::Permit, RateLimited>;
+    /// [`Rejected::Limited`] when the request's bucket is empty (the layer
+    /// answers 429); [`Rejected::NoKey`] when the request carries nothing to
+    /// key it by (a server misconfiguration: the layer answers 500).
+    fn try_acquire(&self, req: &Request<B>) -> Result<Self::Permit, Rejected>;
 
     /// The current rate, requests per second.
     fn current_rate(&self) -> u64;
@@ -108,8 +113,8 @@ pub trait RateSource<B> {
 impl<B> RateSource<B> for RateLimiter {
     type Permit = RatePermit;
 
-    fn try_acquire(&self, _req: &Request<B>) -> Result<RatePermit, RateLimited> {
-        RateLimiter::try_acquire(self)
+    fn try_acquire(&self, _req: &Request<B>) -> Result<RatePermit, Rejected> {
+        Ok(RateLimiter::try_acquire(self)?)
     }
 
     fn current_rate(&self) -> u64 {
@@ -141,7 +146,12 @@ pub trait KeyExtractor<B> {
     type Key;
 
     /// The key of `req`.
-    fn extract(&self, req: &Request<B>) -> Self::Key;
+    ///
+    /// # Errors
+    ///
+    /// [`MissingKey`] when `req` carries nothing this extractor can key it
+    /// by, and sharing one bucket among all such requests would be wrong.
+    fn extract(&self, req: &Request<B>) -> Result<Self::Key, MissingKey>;
 }
 
 impl<B, K, F> KeyExtractor<B> for F
@@ -150,8 +160,8 @@ where
 {
     type Key = K;
 
-    fn extract(&self, req: &Request<B>) -> K {
-        self(req)
+    fn extract(&self, req: &Request<B>) -> Result<K, MissingKey> {
+        Ok(self(req))
     }
 }
 
@@ -160,7 +170,16 @@ where
 /// Read from axum's `ConnectInfo<SocketAddr>` extension (serve with
 /// `into_make_service_with_connect_info::<SocketAddr>()`; needs the `axum`
 /// feature), or from a plain `SocketAddr` extension (for hyper servers that
-/// insert one). Requests with neither share the bucket of `0.0.0.0`.
+/// insert one).
+///
+/// **A request with neither is an error, not a shared bucket**: the layer
+/// answers it `500 Internal Server Error` and logs, once per process, an
+/// error (`tracing`, target `adaptx_tower`) that names the fix. Without the
+/// address every client would share one bucket, so the limit would
+/// silently become global: the 500 shows the mistake on the first request
+/// a developer sends, where a warning in the log could be missed until
+/// production. (No check can run when the layer is built: the extension is
+/// inserted per connection by the server, which the layer does not see.)
 ///
 /// Forwarding headers (`X-Forwarded-For`, `X-Real-IP`) are deliberately not
 /// read: any client can set them. Behind a trusted proxy, use [`HeaderKey`]
@@ -182,20 +201,26 @@ where
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClientIp;
 
+/// What [`ClientIp`]'s error says to do.
+const CLIENT_IP_FIX: &str = "serve the app with \
+    `into_make_service_with_connect_info::<SocketAddr>()` (axum), or insert \
+    the peer's `SocketAddr` into the request's extensions (hyper)";
+
 impl<B> KeyExtractor<B> for ClientIp {
     type Key = IpAddr;
 
-    fn extract(&self, req: &Request<B>) -> IpAddr {
+    fn extract(&self, req: &Request<B>) -> Result<IpAddr, MissingKey> {
         #[cfg(feature = "axum")]
         if let Some(info) = req
             .extensions()
             .get::<axum::extract::ConnectInfo<SocketAddr>>()
         {
-            return info.0.ip();
+            return Ok(info.0.ip());
         }
         req.extensions()
             .get::<SocketAddr>()
-            .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), SocketAddr::ip)
+            .map(SocketAddr::ip)
+            .ok_or(MissingKey::new("ClientIp", CLIENT_IP_FIX))
     }
 }
 
@@ -221,12 +246,13 @@ pub struct HeaderKey(pub HeaderName);
 impl<B> KeyExtractor<B> for HeaderKey {
     type Key = String;
 
-    fn extract(&self, req: &Request<B>) -> String {
-        req.headers()
+    fn extract(&self, req: &Request<B>) -> Result<String, MissingKey> {
+        Ok(req
+            .headers()
             .get(&self.0)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
-            .to_owned()
+            .to_owned())
     }
 }
 
@@ -269,8 +295,9 @@ where
 {
     type Permit = RatePermit;
 
-    fn try_acquire(&self, req: &Request<B>) -> Result<RatePermit, RateLimited> {
-        self.limiter.try_acquire(&self.extractor.extract(req))
+    fn try_acquire(&self, req: &Request<B>) -> Result<RatePermit, Rejected> {
+        let key = self.extractor.extract(req).map_err(Rejected::NoKey)?;
+        Ok(self.limiter.try_acquire(&key)?)
     }
 
     fn current_rate(&self) -> u64 {

@@ -94,6 +94,11 @@ impl<B: Default> OnRateLimited<B> for DefaultRejection {
 /// unless [`headers(false)`](AdaptiveRateLimitLayer::headers). Admitted
 /// requests get a [`CurrentRate`](crate::CurrentRate) extension.
 ///
+/// A request the source cannot key ([`ClientIp`](crate::ClientIp) on a
+/// server that does not provide the client's address) is answered `500
+/// Internal Server Error` and the error, which names the fix, is logged
+/// once (`tracing`): see [`Rejected::NoKey`](crate::Rejected::NoKey).
+///
 /// The error type is the inner service's: it fits axum.
 ///
 /// # Examples

@@ -1,7 +1,8 @@
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::{HeaderValue, Request, Response, header};
+use http::{HeaderValue, Request, Response, StatusCode, header};
 use tower_service::Service;
 
 use super::CurrentRate;
@@ -9,6 +10,7 @@ use super::future::{RateHeaders, RateLimitFuture};
 use super::key::{RateSource, RateToken, SkipRequest};
 use super::layer::OnRateLimited;
 use crate::classify::{Answered, Classify};
+use crate::error::{MissingKey, Rejected};
 
 /// The service of [`AdaptiveRateLimitLayer`](crate::AdaptiveRateLimitLayer).
 ///
@@ -78,6 +80,24 @@ impl<S, L, C, R, P> AdaptiveRateLimit<S, L, C, R, P> {
     }
 }
 
+/// Whether a request without a key has been logged (once per process: the
+/// mistake is the server's, every request would repeat it).
+static NO_KEY_LOGGED: AtomicBool = AtomicBool::new(false);
+
+/// The answer to a request without a key: `500`, and the error logged the
+/// first time.
+fn no_key<B: Default>(missing: &MissingKey) -> Response<B> {
+    if !NO_KEY_LOGGED.swap(true, Ordering::Relaxed) {
+        tracing::error!(
+            "adaptive rate limit: {missing}; every such request is answered \
+             500 (logged once)"
+        );
+    }
+    let mut res = Response::new(B::default());
+    *res.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    res
+}
+
 /// Unix time in whole seconds, `secs` from now.
 fn unix_in(secs: u64) -> u64 {
     let now = SystemTime::now()
@@ -89,6 +109,7 @@ fn unix_in(secs: u64) -> u64 {
 impl<S, L, C, R, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdaptiveRateLimit<S, L, C, R, P>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ResBody: Default,
     L: RateSource<ReqBody>,
     C: Classify<Response<ResBody>, S::Error> + Clone,
     R: OnRateLimited<ResBody>,
@@ -126,7 +147,8 @@ where
                     headers,
                 )
             }
-            Err(limited) => {
+            Err(Rejected::NoKey(missing)) => RateLimitFuture::rejected(no_key(&missing)),
+            Err(Rejected::Limited(limited)) => {
                 let mut res =
                     Answered::RateShed.mark(self.on_rate_limited.on_rate_limited(&limited));
                 let secs = limited.retry_after_secs();

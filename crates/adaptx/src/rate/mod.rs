@@ -11,7 +11,7 @@
 //! | `law.rs` | [`RateLaw`]: the three adjustment rules, pure, handed one interval's [`IntervalSummary`] (public, so a fleet's limiter runs the same law) |
 //! | `engine.rs` | `Core`: the atomic rate, cumulative counters, the CAS-claimed interval closer |
 //! | `limiter.rs` | [`RateLimiter`]: the engine and one bucket behind a mutex |
-//! | `keyed.rs` | [`KeyedRateLimiter`]: the engine and a sharded table of buckets |
+//! | `keyed.rs`, `keyed/` | [`KeyedRateLimiter`]: the engine and a sharded table of buckets under keyed hashes, with TinyLFU admission and newcomer buckets |
 //! | `permit.rs` | [`RatePermit`]: carries a request's outcome and latency to the engine |
 //!
 //! Nothing here runs in the background: a bucket is refilled when it is
@@ -42,7 +42,7 @@ mod stats;
 pub use builder::{RateLimiterBuilder, RateSettings};
 pub use defaults::*;
 pub use error::RateLimited;
-pub use keyed::KeyedRateLimiter;
+pub use keyed::{KeyedRateLimiter, MAX_BYTES_PER_KEY};
 pub use law::{IntervalSummary, RateAlgorithm, RateLaw, RateLawState};
 pub use limiter::RateLimiter;
 pub use permit::RatePermit;
