@@ -8,6 +8,7 @@ mod error;
 mod histogram;
 mod law;
 mod limiter;
+mod mode;
 mod pool;
 mod rate;
 mod stats;
@@ -32,6 +33,7 @@ pub use limiter::{
     Acquire, Algorithm, Builder, Controller, Drained, LimitChangeHook, Limiter, Outcome,
     OwnedPermit, Permit,
 };
+pub use mode::Mode;
 pub use pool::{
     Class, DEFAULT_PARTITION, DEFAULT_RESERVE, MAX_PARTITIONED_LIMIT, MAX_PARTITIONS, Partitions,
     QueueOrder, QueuePolicy, UnknownPartition,
