@@ -632,12 +632,15 @@ impl Limiter {
     /// Whether a permit is free right now, without taking it.
     ///
     /// A hint: a concurrent admission may take the slot before the caller
-    /// acts. False after close, and false while shrink debt remains. One
-    /// atomic load; changes no counter.
+    /// acts. False after close, and false while shrink debt remains (in
+    /// [`Mode::Enforce`](crate::Mode::Enforce): in shadow and bypass mode a
+    /// full limiter admits anyway, and `allow` says so). One atomic load
+    /// while a permit is free; changes no counter.
     #[inline]
     pub fn allow(&self) -> bool {
-        let (limit, in_flight, closed) = self.inner.hot.pool.snapshot();
-        !closed && in_flight < limit
+        let pool = &self.inner.hot.pool;
+        let (limit, in_flight, closed) = pool.snapshot();
+        !closed && (in_flight < limit || pool.admits_over_limit())
     }
 
     /// The live limit (one atomic load).

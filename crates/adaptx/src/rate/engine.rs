@@ -38,6 +38,7 @@ use super::bucket::Bucket;
 use super::law::{IntervalSummary, RateLaw};
 use super::{RateLimited, RatePermit, RateStats, lock};
 use crate::clock::AnyClock;
+use crate::mode::{Mode, ModeCell};
 
 /// Cumulative counters.
 #[derive(Debug, Default)]
@@ -50,6 +51,8 @@ struct Counters {
     dropped: AtomicU64,
     increases: AtomicU64,
     decreases: AtomicU64,
+    /// Admissions shadow or bypass mode let through with an empty bucket.
+    would_reject: AtomicU64,
 }
 
 /// The cumulative counters as of the previous close.
@@ -73,6 +76,8 @@ pub(crate) struct Core {
     binding: AtomicBool,
     counters: Counters,
     mark: Mutex<Mark>,
+    /// Enforce, shadow or bypass (see [`Mode`]).
+    mode: ModeCell,
 }
 
 impl Core {
@@ -94,6 +99,7 @@ impl Core {
             binding: AtomicBool::new(false),
             counters: Counters::default(),
             mark: Mutex::new(Mark::default()),
+            mode: ModeCell::default(),
         }
     }
 
@@ -139,6 +145,13 @@ impl Core {
             }
             Err(wait) => {
                 self.mark_binding();
+                if self.mode.get().admits_over_limit() {
+                    // Shadow and bypass: admitted with the bucket empty, and
+                    // counted as the rejection enforce mode would have made.
+                    self.counters.would_reject.fetch_add(1, Ordering::Relaxed);
+                    self.counters.admitted.fetch_add(1, Ordering::Relaxed);
+                    return Ok(RatePermit::new(Arc::clone(self), now, rate, 0));
+                }
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 Err(RateLimited::new(Duration::from_nanos(wait), rate))
             }
@@ -209,7 +222,13 @@ impl Core {
             latency_sum,
         };
         let old = self.rate.load(Ordering::Relaxed);
-        let new = self.law.next_rate(old, &interval);
+        // Bypass freezes the rate; the interval's evidence is consumed all
+        // the same.
+        let new = if self.mode.get().adapts() {
+            self.law.next_rate(old, &interval)
+        } else {
+            old
+        };
         if new != old {
             self.rate.store(new, Ordering::Release);
             let counter = if new > old {
@@ -219,6 +238,16 @@ impl Core {
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The admission mode.
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode.get()
+    }
+
+    /// Switches the admission mode; returns the one it replaces.
+    pub(crate) fn set_mode(&self, mode: Mode) -> Mode {
+        self.mode.set(mode)
     }
 
     /// A snapshot of the counters (each read separately).
@@ -243,6 +272,8 @@ impl Core {
             rejected: load(&c.rejected),
             increases: load(&c.increases),
             decreases: load(&c.decreases),
+            mode: self.mode.get(),
+            would_reject: load(&c.would_reject),
         }
     }
 }
