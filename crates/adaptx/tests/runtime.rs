@@ -418,6 +418,22 @@ fn reconfigure_keeps_the_law_and_its_state_unless_it_changes() {
 }
 
 #[test]
+fn reconfigure_keeps_a_builtin_laws_state_unless_a_parameter_changes() {
+    // AIMD at increase rate 0.5 grows by one every second busy window: the
+    // half credit of the first must survive a change that is not the law's.
+    let mut rig = Rig::new(|b| b.initial_limit(4).increase_rate(0.5));
+    assert_eq!(rig.saturated_window(MS), 4);
+    rig.limiter.reconfigure(|b| b.max_limit(100)).expect("valid");
+    assert_eq!(rig.saturated_window(MS), 5, "the credit was kept");
+    assert_eq!(rig.saturated_window(MS), 5);
+    rig.limiter
+        .reconfigure(|b| b.increase_rate(0.5).decrease_ratio(0.6))
+        .expect("valid");
+    assert_eq!(rig.saturated_window(MS), 5, "a new law: credit from zero");
+    assert_eq!(rig.saturated_window(MS), 6);
+}
+
+#[test]
 fn reconfigure_sample_window_applies_to_the_window_in_progress() {
     let rig = Rig::new(|b| b.initial_limit(4));
     rig.limiter
