@@ -63,7 +63,10 @@ async fn mode_server_layer_with_a_queue_admits_at_once_in_bypass() {
     assert_eq!(start.elapsed(), Duration::ZERO, "no wait in the queue");
     slow.await.expect("join").expect("ok");
     let s = limiter.stats();
-    assert_eq!((s.would_reject, s.rejected, s.success, s.in_flight), (1, 0, 2, 0));
+    assert_eq!(
+        (s.would_reject, s.rejected, s.success, s.in_flight),
+        (1, 0, 2, 0)
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -166,12 +169,9 @@ async fn mode_closed_limiter_still_503s_in_shadow() {
     );
 }
 
-fn ok_service() -> impl Service<
-    Request<Body>,
-    Response = Response<Body>,
-    Error = Infallible,
-    Future = impl Send,
-> + Clone {
+fn ok_service()
+-> impl Service<Request<Body>, Response = Response<Body>, Error = Infallible, Future = impl Send> + Clone
+{
     service_fn(|_req: Request<Body>| async { Ok::<_, Infallible>(Response::new(String::new())) })
 }
 

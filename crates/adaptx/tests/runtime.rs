@@ -423,7 +423,9 @@ fn reconfigure_keeps_a_builtin_laws_state_unless_a_parameter_changes() {
     // half credit of the first must survive a change that is not the law's.
     let mut rig = Rig::new(|b| b.initial_limit(4).increase_rate(0.5));
     assert_eq!(rig.saturated_window(MS), 4);
-    rig.limiter.reconfigure(|b| b.max_limit(100)).expect("valid");
+    rig.limiter
+        .reconfigure(|b| b.max_limit(100))
+        .expect("valid");
     assert_eq!(rig.saturated_window(MS), 5, "the credit was kept");
     assert_eq!(rig.saturated_window(MS), 5);
     rig.limiter

@@ -157,7 +157,10 @@ fn stress_runtime_transitions_lose_no_permit() {
     }
     done.store(true, Ordering::Release);
     let changes = controller.join().expect("controller");
-    assert!(!guard.join().expect("guard"), "a worker was stuck: a permit was lost or a wake-up missed");
+    assert!(
+        !guard.join().expect("guard"),
+        "a worker was stuck: a permit was lost or a wake-up missed"
+    );
     assert!(changes > 0);
 
     let s = limiter.stats();
