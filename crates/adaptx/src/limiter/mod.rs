@@ -174,25 +174,11 @@ impl Inner {
         self.hot.window.epoch()
     }
 
+    /// Admission for `try_acquire`: the pool admits (above the limit too,
+    /// in shadow and bypass mode), or the refusal counts as rejected.
     #[inline(always)]
     fn try_admit(&self, slot: u8) -> Result<Admission, TryFail> {
         let r = self.hot.pool.try_acquire_as(slot);
-        if let Err(e) = r {
-            return self.refused(slot, e);
-        }
-        r
-    }
-
-    /// A refused `try_acquire`: admitted above the limit in shadow and bypass
-    /// mode (see [`crate::Mode`]), else counted as rejected.
-    #[cold]
-    #[inline(never)]
-    fn refused(&self, slot: u8, e: TryFail) -> Result<Admission, TryFail> {
-        let pool = &self.hot.pool;
-        let r = match e {
-            TryFail::NoCapacity if pool.admits_over_limit() => pool.try_acquire_over(slot),
-            e => Err(e),
-        };
         if r.is_err() {
             self.reject();
         }

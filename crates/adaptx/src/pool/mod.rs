@@ -514,16 +514,15 @@ impl Pool {
     /// `in_flight < limit`. A closed pool, a queue (which unpartitioned
     /// implies `in_flight >= limit`, so a barging caller cannot overtake a
     /// waiter) and a partitioned pool (`WAITERS` always set) all leave by
-    /// the one test of `CLOSED | WAITERS`.
+    /// the one test of `CLOSED | WAITERS`. A refusal tries admission above
+    /// the limit ([`over`]), out of line: the mode costs the fast path
+    /// nothing.
     #[inline(always)]
     pub(crate) fn try_acquire_as(&self, slot: u8) -> Result<Admission, TryFail> {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
-            if s & (CLOSED | WAITERS) != 0 {
+            if s & (CLOSED | WAITERS) != 0 || in_flight_of(s) >= limit_of(s) {
                 return self.try_acquire_flagged(s, slot).map(Admission::of);
-            }
-            if in_flight_of(s) >= limit_of(s) {
-                return Err(TryFail::NoCapacity);
             }
             match self
                 .state
@@ -535,17 +534,32 @@ impl Pool {
         }
     }
 
-    /// Admission when the word `s` had `CLOSED` or `WAITERS` set: the
-    /// partitioned admission, else a refusal. Returns the plain word before
-    /// the admission (a word, not an [`Admission`], so that it comes back in
-    /// registers and the caller's fast path keeps its result there too).
+    /// Admission when the word `s` had `CLOSED` or `WAITERS` set, or no free
+    /// permit: the partitioned admission, else a refusal — or, either way,
+    /// an admission above the limit when that is on. Returns the plain word
+    /// before the admission (a word, not an [`Admission`], so that it comes
+    /// back in registers and the caller's fast path keeps its result there
+    /// too).
     #[inline(never)]
     fn try_acquire_flagged(&self, s: u64, slot: u8) -> Result<u64, TryFail> {
         match self.parts.as_deref() {
-            Some(t) => self.try_acquire_part(t, s, slot),
+            Some(t) => self.try_acquire_part_or_over(t, s, slot),
             None if s & CLOSED != 0 => Err(TryFail::Closed),
-            // `WAITERS` without partitions: `in_flight >= limit` at `s`.
+            // `in_flight >= limit` at `s` (which `WAITERS` without partitions
+            // implies).
+            None if self.admits_over_limit() => self.try_acquire_over(slot),
             None => Err(TryFail::NoCapacity),
+        }
+    }
+
+    /// The partitioned admission, then above the limit if the rule refuses
+    /// and that is on. Out of line, so that the unpartitioned refusal above
+    /// stays a small function.
+    #[inline(never)]
+    fn try_acquire_part_or_over(&self, t: &Table, s: u64, slot: u8) -> Result<u64, TryFail> {
+        match self.try_acquire_part(t, s, slot) {
+            Err(TryFail::NoCapacity) if self.admits_over_limit() => self.try_acquire_over(slot),
+            r => r,
         }
     }
 
@@ -830,11 +844,6 @@ impl Pool {
         match self.try_acquire_as(class.slot) {
             Ok(a) => return Poll::Ready(Ok(a)),
             Err(TryFail::Closed) => return Poll::Ready(Err(Refused::Closed)),
-            Err(TryFail::NoCapacity) if self.admits_over_limit() => {
-                if let Ok(a) = self.try_acquire_over(class.slot) {
-                    return Poll::Ready(Ok(a));
-                }
-            }
             Err(TryFail::NoCapacity) => {}
         }
 
@@ -860,7 +869,7 @@ impl Pool {
             // the queue: no acquirer queues while it is on (unless the
             // counters are full; then it waits as in enforce mode).
             match self.take_over_locked(class.slot) {
-                Ok(a) => return Poll::Ready(Ok(a)),
+                Ok(prev) => return Poll::Ready(Ok(Admission::of(prev))),
                 Err(TryFail::Closed) => return Poll::Ready(Err(Refused::Closed)),
                 Err(TryFail::NoCapacity) => {}
             }

@@ -2,8 +2,7 @@
 //! above the limit" in the [engine's documentation](super).
 
 use super::{
-    Admission, CLOSED, MAX_PERMITS, PART_WAITERS, Pool, Seats, TryFail, WAITERS, Woken, grant,
-    in_flight_of,
+    CLOSED, MAX_PERMITS, PART_WAITERS, Pool, Seats, TryFail, WAITERS, Woken, grant, in_flight_of,
 };
 use crate::sync::{AtomicU8, AtomicU64, Ordering, lock};
 
@@ -76,12 +75,13 @@ impl Pool {
     }
 
     /// Takes a permit for partition `slot` above the limit, without the
-    /// queue lock unless an unpartitioned pool has `WAITERS` set. Refused
-    /// when admission above the limit is off, the pool is closed, or the
-    /// counters are full.
+    /// queue lock unless an unpartitioned pool has `WAITERS` set; returns
+    /// the plain word before the admission (a word, so that it comes back in
+    /// registers, as from `try_acquire_flagged`). Refused when admission
+    /// above the limit is off, the pool is closed, or the counters are full.
     #[cold]
     #[inline(never)]
-    pub(crate) fn try_acquire_over(&self, slot: u8) -> Result<Admission, TryFail> {
+    pub(crate) fn try_acquire_over(&self, slot: u8) -> Result<u64, TryFail> {
         if !self.admits_over_limit() {
             return Err(TryFail::NoCapacity);
         }
@@ -100,12 +100,13 @@ impl Pool {
             },
         };
         self.over.admitted.fetch_add(1, Ordering::Relaxed);
-        Ok(Admission::of(prev))
+        Ok(prev)
     }
 
     /// Takes a permit above the limit with the queue lock held by the
-    /// caller (so an unpartitioned word may be changed with `WAITERS` set).
-    pub(super) fn take_over_locked(&self, slot: u8) -> Result<Admission, TryFail> {
+    /// caller (so an unpartitioned word may be changed with `WAITERS` set);
+    /// returns the plain word before the admission.
+    pub(super) fn take_over_locked(&self, slot: u8) -> Result<u64, TryFail> {
         let prev = match self.parts.as_deref() {
             Some(t) => self.take_part_over(t, slot)?,
             None => match self.count_over(true) {
@@ -114,7 +115,7 @@ impl Pool {
             },
         };
         self.over.admitted.fetch_add(1, Ordering::Relaxed);
-        Ok(Admission::of(prev))
+        Ok(prev)
     }
 
     /// The partitioned admission above the limit: the partition's count
