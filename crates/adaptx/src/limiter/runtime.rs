@@ -258,8 +258,10 @@ impl Limiter {
     /// applies from the next window with a success (until then windows run
     /// the full sample window).
     ///
-    /// A reconfiguration is rare: it takes the controller's lock and may
-    /// allocate; admission and completions never wait for it.
+    /// A clamp is not a window's decision: no increase or decrease is
+    /// counted and the limit-change hook is not called. A reconfiguration
+    /// is rare: it takes the controller's lock and may allocate; admission
+    /// and completions never wait for it.
     ///
     /// # Errors
     ///
