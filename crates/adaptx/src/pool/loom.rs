@@ -619,3 +619,36 @@ fn loom_over_partitioned_admission_races_release_and_waiter() {
         assert_quiescent_partitioned(&pool);
     });
 }
+
+/// Partitioned, admission above the limit on: two partitions admitted over
+/// a full limit race a release: each admission is counted once in its
+/// partition and once in the state word, and every count comes back.
+#[test]
+fn loom_over_partitioned_admissions_race_release() {
+    model(|| {
+        let pool = Arc::new(partitioned(1, 0.0));
+        pool.set_over_limit(true).wake_all();
+        pool.try_acquire_as(1).expect("free permit");
+        let ths: Vec<_> = (1..3u8)
+            .map(|slot| {
+                let pool = pool.clone();
+                thread::spawn(move || {
+                    pool.try_acquire_as(slot).expect("admitted above the limit");
+                    slot
+                })
+            })
+            .collect();
+        pool.release_from(1);
+        let slots: Vec<u8> = ths
+            .into_iter()
+            .map(|t| t.join().expect("thread panicked"))
+            .collect();
+        assert_eq!(pool.in_flight(), 2);
+        assert_quiescent_partitioned(&pool);
+        for slot in slots {
+            pool.release_from(slot);
+        }
+        assert_eq!(pool.in_flight(), 0);
+        assert_quiescent_partitioned(&pool);
+    });
+}
