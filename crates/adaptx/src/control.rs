@@ -23,6 +23,9 @@ pub(crate) struct ControlConfig {
     /// The sample window, ns.
     pub(crate) window_nanos: u64,
     pub(crate) adaptive: Option<AdaptiveWindow>,
+    /// A limit forced by hand (`Limiter::force_limit`): the law still runs
+    /// on every window, but what it decides is not applied.
+    pub(crate) forced: Option<usize>,
 }
 
 /// The state behind the controller mutex: the law, the estimators, the jitter
@@ -30,6 +33,8 @@ pub(crate) struct ControlConfig {
 #[derive(Debug)]
 pub(crate) struct Control {
     pub(crate) law: Box<dyn ControlLaw>,
+    /// The controller's parameters; changed at run time under the mutex.
+    pub(crate) cfg: ControlConfig,
     rng: fastrand::Rng,
     seed: u64,
     /// EMA of window means, ns.
@@ -49,9 +54,10 @@ pub(crate) struct Decision {
 }
 
 impl Control {
-    pub(crate) fn new(law: Box<dyn ControlLaw>, seed: u64) -> Self {
+    pub(crate) fn new(law: Box<dyn ControlLaw>, seed: u64, cfg: ControlConfig) -> Self {
         Self {
             law,
+            cfg,
             rng: fastrand::Rng::with_seed(seed),
             seed,
             avg: None,
@@ -168,6 +174,11 @@ impl Control {
         }
         let next = next.clamp(cfg.min_limit, cfg.max_limit);
         self.update_estimators(mean, cfg);
+        if cfg.forced.is_some() {
+            // The law has seen the window at the forced limit; its decision
+            // waits for the limit to be released.
+            return None;
+        }
         if next < limit {
             w.bump_epoch();
         }

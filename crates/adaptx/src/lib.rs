@@ -70,6 +70,7 @@ mod error;
 mod histogram;
 mod law;
 mod limiter;
+mod mode;
 mod pool;
 mod rate;
 mod rng;
@@ -96,6 +97,7 @@ pub use limiter::{
     Acquire, Algorithm, Builder, Controller, Drained, LimitChangeHook, Limiter, Outcome,
     OwnedPermit, Permit,
 };
+pub use mode::Mode;
 pub use pool::{
     Class, DEFAULT_PARTITION, DEFAULT_RESERVE, MAX_PARTITIONED_LIMIT, MAX_PARTITIONS, Partitions,
     QueueOrder, QueuePolicy, UnknownPartition,

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::histogram::Counts;
+use crate::mode::Mode;
 
 /// A snapshot of a limiter's counters and recent latencies, from
 /// [`Limiter::stats`](crate::Limiter::stats).
@@ -75,6 +76,16 @@ pub struct Stats {
     /// 99th percentile of recent latency samples (lower nearest rank).
     #[cfg_attr(feature = "serde", serde(serialize_with = "nanos"))]
     pub p99_latency: Duration,
+    /// The admission mode (see [`Mode`]).
+    pub mode: Mode,
+    /// Admissions above the limit that [`Mode::Shadow`] or [`Mode::Bypass`]
+    /// let through: each one `try_acquire` would have rejected, or
+    /// `acquire` made to wait, in [`Mode::Enforce`]. Counted in `total`
+    /// like any admission, never in `rejected`.
+    pub would_reject: u64,
+    /// The limit forced by hand ([`Limiter::force_limit`](crate::Limiter::force_limit)),
+    /// if any.
+    pub forced_limit: Option<usize>,
 }
 
 #[cfg(feature = "serde")]
@@ -126,6 +137,9 @@ impl Stats {
             max_latency: d(max),
             p50_latency: d(clamp(latencies.percentile(0.5))),
             p99_latency: d(clamp(latencies.percentile(0.99))),
+            mode: Mode::Enforce,
+            would_reject: 0,
+            forced_limit: None,
         }
     }
 }

@@ -419,3 +419,39 @@ fn partitioned_admission_and_completion_do_not_allocate() {
     });
     assert_eq!(l.in_flight(), 0);
 }
+
+#[test]
+fn shadow_admission_above_the_limit_does_not_allocate() {
+    let l = Limiter::builder()
+        .initial_limit(1)
+        .warmup_samples(0)
+        .build()
+        .expect("valid configuration");
+    let held = l.try_acquire().expect("free");
+    l.set_mode(adaptx::Mode::Shadow);
+    // Warm up the path once.
+    l.try_acquire().expect("above the limit").success();
+    assert_no_alloc("try_acquire above the limit + success + release", || {
+        for _ in 0..N {
+            l.try_acquire().expect("above the limit").success();
+            assert!(l.allow());
+        }
+    });
+    let waker = Waker::noop();
+    let mut cx = Context::from_waker(waker);
+    assert_no_alloc("acquire above the limit, ready at once", || {
+        for _ in 0..N {
+            let mut fut = pin!(l.acquire());
+            match fut.as_mut().poll(&mut cx) {
+                Poll::Ready(Ok(p)) => drop(p),
+                other => panic!("shadow mode admits at once: {other:?}"),
+            }
+        }
+    });
+    drop(held);
+    let s = l.stats();
+    assert_eq!(
+        (s.in_flight, s.would_reject, s.rejected),
+        (0, 2 * N as u64 + 1, 0)
+    );
+}

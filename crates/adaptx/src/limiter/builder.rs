@@ -4,12 +4,14 @@ use std::fmt;
 use std::sync::Arc as StdArc;
 use std::time::Duration;
 
+use super::runtime::{LawNames, Tuned, Tuning};
 use super::{AdmissionConfig, Counters, Hot, Inner, Limiter};
 use crate::clock::{AnyClock, Clock, SystemClock};
 use crate::control::{Control, ControlConfig};
 use crate::defaults::*;
 use crate::error::{ConfigError, closed_closed, open_closed};
 use crate::law::{Aimd, CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, Gradient, Vegas};
+use crate::mode::ModeCell;
 use crate::pool::{MAX_PERMITS, Partitions, Pool, QueuePolicy};
 use crate::sync::Mutex;
 use crate::sync::Padded;
@@ -111,6 +113,12 @@ pub struct Builder {
     queue: QueuePolicy,
     partitions: Option<Partitions>,
     reject_delay: Option<Duration>,
+    /// The first option set that only a build can set, for
+    /// [`Limiter::reconfigure`] to refuse.
+    fixed: Option<&'static str>,
+    /// A reconfiguration's builder: keep the user's law in force unless
+    /// [`algorithm`](Builder::algorithm) or [`law`](Builder::law) replaces it.
+    keep_law: bool,
 }
 
 impl fmt::Debug for Builder {
@@ -160,6 +168,8 @@ impl Builder {
             queue: QueuePolicy::new(),
             partitions: None,
             reject_delay: None,
+            fixed: None,
+            keep_law: false,
         }
     }
 
@@ -169,6 +179,7 @@ impl Builder {
     pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;
         self.law = None;
+        self.keep_law = false;
         self
     }
 
@@ -303,6 +314,15 @@ impl Builder {
         self
     }
 
+    /// Turns [`sample_window_adaptive`](Builder::sample_window_adaptive)
+    /// off: every window runs the full [sample window](Builder::sample_window).
+    /// The default; for [`Limiter::reconfigure`] on a limiter built with an
+    /// adaptive window.
+    pub fn sample_window_fixed(mut self) -> Self {
+        self.adaptive = None;
+        self
+    }
+
     /// Latency samples to see before the law first runs; 0 disables warmup.
     /// Default 10. Windows keep rolling during warmup.
     pub fn warmup_samples(mut self, n: u64) -> Self {
@@ -327,6 +347,7 @@ impl Builder {
 
     /// Seeds the jitter RNG, for reproducible runs. Default: a random seed.
     pub fn seed(mut self, seed: u64) -> Self {
+        self.fixed.get_or_insert("seed");
         self.seed = Some(seed);
         self
     }
@@ -335,6 +356,7 @@ impl Builder {
     /// `execute` and `try_execute`. Default `"adaptx::execute"` /
     /// `"adaptx::try_execute"`. Must not be empty.
     pub fn op_name(mut self, name: impl Into<String>) -> Self {
+        self.fixed.get_or_insert("op_name");
         self.op_name = Some(name.into());
         self
     }
@@ -345,6 +367,7 @@ impl Builder {
     /// window, after the controller's lock is released. It must not block;
     /// a panic in it is caught and discarded.
     pub fn on_limit_change(mut self, hook: impl Fn(usize, usize) + Send + Sync + 'static) -> Self {
+        self.fixed.get_or_insert("on_limit_change");
         self.hook = Some(Box::new(hook));
         self
     }
@@ -352,6 +375,7 @@ impl Builder {
     /// The wait queue of [`acquire`](Limiter::acquire): bound, per-waiter
     /// timeout and order. Default: unbounded FIFO, no timeout.
     pub fn queue(mut self, policy: QueuePolicy) -> Self {
+        self.fixed.get_or_insert("queue");
         self.queue = policy;
         self
     }
@@ -360,6 +384,7 @@ impl Builder {
     /// classed with [`Limiter::class`]. `max_limit` is then at most
     /// [`MAX_PARTITIONED_LIMIT`](crate::MAX_PARTITIONED_LIMIT). Default: none.
     pub fn partitions(mut self, partitions: Partitions) -> Self {
+        self.fixed.get_or_insert("partitions");
         self.partitions = Some(partitions);
         self
     }
@@ -371,12 +396,14 @@ impl Builder {
     /// waits, a refusal returns at once. Default: none. Allowed: > 0.
     #[cfg(feature = "tokio")]
     pub fn reject_delay(mut self, delay: Duration) -> Self {
+        self.fixed.get_or_insert("reject_delay");
         self.reject_delay = Some(delay);
         self
     }
 
     /// The time source. Default [`SystemClock`].
     pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.fixed.get_or_insert("clock");
         self.clock = Some(StdArc::new(clock));
         self
     }
@@ -394,18 +421,75 @@ impl Builder {
     /// A [`ConfigError`] naming the first option out of its range; for
     /// `max_limit < min_limit`, one naming `max_limit` whose allowed range
     /// names `min_limit` and its value.
-    pub fn build(self) -> Result<Limiter, ConfigError> {
-        const LIMIT_RANGE: &str = "1 ..= 2147483647";
-        let limit = |field, n: usize| {
-            if (1..=MAX_LIMIT_BOUND).contains(&n) {
-                Ok(n)
-            } else {
-                Err(ConfigError::new(field, n, LIMIT_RANGE))
-            }
+    pub fn build(mut self) -> Result<Limiter, ConfigError> {
+        let Checked {
+            initial,
+            cfg,
+            law,
+            custom_law,
+        } = self.check_runtime()?;
+        let Some(law) = law else {
+            unreachable!("a builder from `Limiter::builder` always names a law");
         };
-        let initial = limit("initial_limit", self.initial_limit)?;
-        let min = limit("min_limit", self.min_limit)?;
-        let max = limit("max_limit", self.max_limit)?;
+        if self.op_name.as_deref() == Some("") {
+            return Err(ConfigError::new("op_name", "", "a non-empty name"));
+        }
+
+        let discipline = self.queue.discipline()?;
+        let table = match &self.partitions {
+            Some(p) => Some(p.table(cfg.max_limit)?),
+            None => None,
+        };
+        if self.reject_delay.is_some_and(|d| d.is_zero()) {
+            return Err(ConfigError::new("reject_delay", Duration::ZERO, "> 0"));
+        }
+
+        let clock = match self.clock.take() {
+            Some(c) => AnyClock::Custom(c),
+            None => AnyClock::System(SystemClock::new()),
+        };
+        let (execute_op, try_execute_op): (StdArc<str>, StdArc<str>) = match self.op_name.take() {
+            Some(name) => {
+                let name: StdArc<str> = name.into();
+                (name.clone(), name)
+            }
+            None => (DEFAULT_EXECUTE_OP.into(), DEFAULT_TRY_EXECUTE_OP.into()),
+        };
+        let now = clock.now_nanos();
+        let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
+        Ok(Limiter::from_inner(Inner {
+            hot: Padded(Hot {
+                pool: Pool::with(initial, discipline, table, Some(clock.clone())),
+                window: Window::new(now),
+            }),
+            clock,
+            tuned: Tuned::new(&cfg, law.as_ref()),
+            names: LawNames::new(law.name()),
+            execute_op,
+            try_execute_op,
+            control: Mutex::new(Control::new(law, seed, cfg)),
+            hook: self.hook.take(),
+            counters: Counters::default(),
+            admission: AdmissionConfig {
+                queue_timeout: self.queue.waiter_timeout(),
+                reject_delay: self.reject_delay,
+                ..AdmissionConfig::default()
+            },
+            mode: ModeCell::default(),
+            tuning: Mutex::new(Tuning::new(self.runtime_copy(), initial, custom_law)),
+        }))
+    }
+
+    /// Checks every option a running limiter can change (the limits, the
+    /// law and its parameters, the controller's parameters, the window) and
+    /// returns them ready to use: the one validation of
+    /// [`build`](Builder::build) and [`Limiter::reconfigure`]. The law is
+    /// taken out of the builder; `None` when a reconfiguration keeps the
+    /// user's law in force.
+    pub(crate) fn check_runtime(&mut self) -> Result<Checked, ConfigError> {
+        let initial = check_limit("initial_limit", self.initial_limit)?;
+        let min = check_limit("min_limit", self.min_limit)?;
+        let max = check_limit("max_limit", self.max_limit)?;
         if max < min {
             return Err(ConfigError::below_min(
                 "max_limit",
@@ -454,10 +538,6 @@ impl Builder {
                 )?,
             }),
         };
-        if self.op_name.as_deref() == Some("") {
-            return Err(ConfigError::new("op_name", "", "a non-empty name"));
-        }
-
         // Every built-in law's options are checked, even those of a law not
         // chosen: a bad value is an error wherever it is.
         let aimd = Aimd::new(self.increase_rate, self.decrease_ratio, self.utilization)?;
@@ -468,51 +548,21 @@ impl Builder {
             self.utilization,
         )?;
         let gradient = Gradient::new(self.tolerance, self.decrease_ratio, self.utilization)?;
-        let law: Box<dyn ControlLaw> = match (self.law, self.algorithm) {
-            (Some(law), _) => law,
-            (None, Algorithm::Aimd) => Box::new(aimd),
-            (None, Algorithm::Vegas) => Box::new(vegas),
-            (None, Algorithm::Gradient) => Box::new(gradient),
-            (None, Algorithm::Ceiling) => {
-                Box::new(Ceiling::new(CEILING_DEFAULT_TOLERANCE, self.utilization))
-            }
-        };
-
-        let discipline = self.queue.discipline()?;
-        let table = match &self.partitions {
-            Some(p) => Some(p.table(max)?),
-            None => None,
-        };
-        if self.reject_delay.is_some_and(|d| d.is_zero()) {
-            return Err(ConfigError::new("reject_delay", Duration::ZERO, "> 0"));
-        }
-
-        let clock = match self.clock {
-            Some(c) => AnyClock::Custom(c),
-            None => AnyClock::System(SystemClock::new()),
-        };
-        let (execute_op, try_execute_op): (StdArc<str>, StdArc<str>) = match self.op_name {
-            Some(name) => {
-                let name: StdArc<str> = name.into();
-                (name.clone(), name)
-            }
-            None => (DEFAULT_EXECUTE_OP.into(), DEFAULT_TRY_EXECUTE_OP.into()),
+        let custom_law = self.law.is_some() || self.keep_law;
+        let law: Option<Box<dyn ControlLaw>> = match (self.law.take(), self.algorithm) {
+            (Some(law), _) => Some(law),
+            (None, _) if self.keep_law => None,
+            (None, Algorithm::Aimd) => Some(Box::new(aimd)),
+            (None, Algorithm::Vegas) => Some(Box::new(vegas)),
+            (None, Algorithm::Gradient) => Some(Box::new(gradient)),
+            (None, Algorithm::Ceiling) => Some(Box::new(Ceiling::new(
+                CEILING_DEFAULT_TOLERANCE,
+                self.utilization,
+            ))),
         };
         let window_nanos = u64::try_from(self.sample_window.as_nanos()).unwrap_or(u64::MAX);
-        let now = clock.now_nanos();
-        let algorithm = law.name();
-        let react_to_first_failure = law.reacts_to_first_failure();
-        let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
-        Ok(Limiter::from_inner(Inner {
-            hot: Padded(Hot {
-                pool: Pool::with(initial, discipline, table, Some(clock.clone())),
-                window: Window::new(now),
-            }),
-            clock,
-            window_nanos,
-            min_samples: adaptive.map_or(u64::MAX, |a| a.min_samples),
-            react_to_first_failure,
-            initial_limit: initial,
+        Ok(Checked {
+            initial,
             cfg: ControlConfig {
                 min_limit: min,
                 max_limit: max,
@@ -522,18 +572,92 @@ impl Builder {
                 jitter,
                 window_nanos,
                 adaptive,
+                forced: None,
             },
-            algorithm,
-            execute_op,
-            try_execute_op,
-            control: Mutex::new(Control::new(law, seed)),
-            hook: self.hook,
-            counters: Counters::default(),
-            admission: AdmissionConfig {
-                queue_timeout: self.queue.waiter_timeout(),
-                reject_delay: self.reject_delay,
-                ..AdmissionConfig::default()
-            },
-        }))
+            law,
+            custom_law,
+        })
+    }
+}
+
+/// The options [`Builder::check_runtime`] checked, ready to use.
+pub(crate) struct Checked {
+    /// `initial_limit`, clamped into `[min, max]`.
+    pub(crate) initial: usize,
+    pub(crate) cfg: ControlConfig,
+    /// The law to run; `None`: keep the user's law in force.
+    pub(crate) law: Option<Box<dyn ControlLaw>>,
+    /// Whether that law is a user's ([`Builder::law`]).
+    pub(crate) custom_law: bool,
+}
+
+/// Checks a limit given as option `field`: 1 ..= [`MAX_LIMIT_BOUND`].
+pub(crate) fn check_limit(field: &'static str, n: usize) -> Result<usize, ConfigError> {
+    if (1..=MAX_LIMIT_BOUND).contains(&n) {
+        Ok(n)
+    } else {
+        Err(ConfigError::new(field, n, "1 ..= 2147483647"))
+    }
+}
+
+/// What [`Limiter::reconfigure`] needs of a builder.
+impl Builder {
+    /// A builder holding this one's run-time options (everything
+    /// [`check_runtime`](Builder::check_runtime) reads but the law object)
+    /// and the defaults otherwise.
+    pub(crate) fn runtime_copy(&self) -> Builder {
+        Builder {
+            algorithm: self.algorithm,
+            initial_limit: self.initial_limit,
+            min_limit: self.min_limit,
+            max_limit: self.max_limit,
+            smoothing: self.smoothing,
+            increase_rate: self.increase_rate,
+            decrease_ratio: self.decrease_ratio,
+            utilization: self.utilization,
+            target_latency: self.target_latency,
+            tolerance: self.tolerance,
+            sample_window: self.sample_window,
+            adaptive: self.adaptive,
+            warmup_samples: self.warmup_samples,
+            min_latency_decay: self.min_latency_decay,
+            jitter: self.jitter,
+            ..Builder::new()
+        }
+    }
+
+    /// Marks a reconfiguration's builder: the user's law in force stays
+    /// unless replaced.
+    pub(crate) fn keeping_law(mut self, keep: bool) -> Builder {
+        self.keep_law = keep;
+        self
+    }
+
+    /// Whether the built-in law `other` describes differs from this one's
+    /// (the algorithm or one of the law parameters).
+    pub(crate) fn law_differs(&self, other: &Builder) -> bool {
+        self.algorithm != other.algorithm
+            || self.increase_rate.to_bits() != other.increase_rate.to_bits()
+            || self.decrease_ratio.to_bits() != other.decrease_ratio.to_bits()
+            || self.utilization.to_bits() != other.utilization.to_bits()
+            || self.target_latency != other.target_latency
+            || self.tolerance.to_bits() != other.tolerance.to_bits()
+    }
+
+    /// Whether a law object was given ([`law`](Builder::law)).
+    pub(crate) fn has_law(&self) -> bool {
+        self.law.is_some()
+    }
+
+    /// Refuses an option that only a build can set, naming it.
+    pub(crate) fn check_no_fixed(&self) -> Result<(), ConfigError> {
+        match self.fixed {
+            Some(field) => Err(ConfigError::new(
+                field,
+                "a new value",
+                "set only when building the limiter",
+            )),
+            None => Ok(()),
+        }
     }
 }

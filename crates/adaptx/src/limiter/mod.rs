@@ -4,6 +4,7 @@ mod acquire;
 mod builder;
 mod execute;
 mod permit;
+mod runtime;
 
 pub use acquire::{Acquire, Drained};
 pub use builder::{Algorithm, Builder, LimitChangeHook};
@@ -15,15 +16,17 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use crate::clock::AnyClock;
-use crate::control::{Control, ControlConfig, Decision};
+use crate::control::{Control, Decision};
 use crate::error::{AcquireError, AcquireTimeoutError, DrainTimeoutError, TryAcquireError};
 use crate::histogram::Counts;
+use crate::mode::ModeCell;
 use crate::pool::{Admission, Class, Pool, TryFail, UnknownPartition};
 use crate::stats::Stats;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Padded, lock};
 use crate::window::{Event, Sample, Window};
 
 use permit::Holder;
+use runtime::{LawNames, Tuned, Tuning};
 
 /// An adaptive concurrency limiter.
 ///
@@ -75,7 +78,7 @@ impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (limit, in_flight, closed) = self.inner.hot.pool.snapshot();
         f.debug_struct("Limiter")
-            .field("algorithm", &self.inner.algorithm)
+            .field("algorithm", &self.inner.names.current())
             .field("limit", &limit)
             .field("in_flight", &in_flight)
             .field("closed", &closed)
@@ -109,15 +112,12 @@ struct Hot {
 pub(crate) struct Inner {
     hot: Padded<Hot>,
     clock: AnyClock,
-    window_nanos: u64,
-    /// The samples an adaptive window needs before it may close early (see
-    /// [`Builder::sample_window_adaptive`]); unused when that is off.
-    min_samples: u64,
-    /// The law's [`crate::ControlLaw::reacts_to_first_failure`].
-    react_to_first_failure: bool,
-    initial_limit: usize,
-    cfg: ControlConfig,
-    algorithm: &'static str,
+    /// The settings completions read (the window's length, the adaptive
+    /// window's samples, the early close on a fresh failure), changeable at
+    /// run time.
+    tuned: Tuned,
+    /// The law's name, read without a lock.
+    names: LawNames,
     execute_op: std::sync::Arc<str>,
     try_execute_op: std::sync::Arc<str>,
     control: Mutex<Control>,
@@ -125,6 +125,11 @@ pub(crate) struct Inner {
     counters: Counters,
     /// Queueing, partitions and the reject delay.
     admission: AdmissionConfig,
+    /// Enforce, shadow or bypass.
+    mode: ModeCell,
+    /// The run-time options as last set, for [`Limiter::reconfigure`];
+    /// taken before `control` when both are.
+    tuning: Mutex<Tuning>,
 }
 
 /// The options of [`Builder::queue`], [`Builder::partitions`] and
@@ -169,6 +174,8 @@ impl Inner {
         self.hot.window.epoch()
     }
 
+    /// Admission for `try_acquire`: the pool admits (above the limit too,
+    /// in shadow and bypass mode), or the refusal counts as rejected.
     #[inline(always)]
     fn try_admit(&self, slot: u8) -> Result<Admission, TryFail> {
         let r = self.hot.pool.try_acquire_as(slot);
@@ -247,13 +254,14 @@ impl Inner {
                 // closes once it is old enough and holds enough samples
                 // (`early` is u64::MAX when that is off: one load on this
                 // line and a comparison).
+                // (`react_above` is `min_limit` when the law reacts and no
+                // limit is forced, `usize::MAX` otherwise: one load.)
                 let react = !success
-                    && self.react_to_first_failure
                     && epoch == w.epoch()
-                    && self.hot.pool.limit() > self.cfg.min_limit;
+                    && self.hot.pool.limit() > self.tuned.react_above();
                 if react
-                    || age >= self.window_nanos
-                    || (age >= w.early() && w.started() >= self.min_samples)
+                    || age >= self.tuned.window_nanos()
+                    || (age >= w.early() && w.started() >= self.tuned.min_samples())
                 {
                     self.close_window(start, now);
                 }
@@ -290,10 +298,12 @@ impl Inner {
         }
         let (decision, woken) = {
             let mut control = lock(&self.control);
-            // Closed limiters keep their statistics but stop adapting.
-            let adapt = !self.hot.pool.is_closed();
+            // Closed limiters keep their statistics but stop adapting, and
+            // so does a bypassed one.
+            let adapt = !self.hot.pool.is_closed() && self.mode.get().adapts();
             let limit = self.hot.pool.limit();
-            let d = control.close(w, &self.cfg, limit, start, now, adapt);
+            let cfg = control.cfg;
+            let d = control.close(w, &cfg, limit, start, now, adapt);
             let woken = d.map(|Decision { old, new }| {
                 let c = if new > old {
                     &self.counters.increases
@@ -608,12 +618,15 @@ impl Limiter {
     /// Whether a permit is free right now, without taking it.
     ///
     /// A hint: a concurrent admission may take the slot before the caller
-    /// acts. False after close, and false while shrink debt remains. One
-    /// atomic load; changes no counter.
+    /// acts. False after close, and false while shrink debt remains (in
+    /// [`Mode::Enforce`](crate::Mode::Enforce): in shadow and bypass mode a
+    /// full limiter admits anyway, and `allow` says so). One atomic load
+    /// while a permit is free; changes no counter.
     #[inline]
     pub fn allow(&self) -> bool {
-        let (limit, in_flight, closed) = self.inner.hot.pool.snapshot();
-        !closed && in_flight < limit
+        let pool = &self.inner.hot.pool;
+        let (limit, in_flight, closed) = pool.snapshot();
+        !closed && (in_flight < limit || pool.admits_over_limit())
     }
 
     /// The live limit (one atomic load).
@@ -640,7 +653,7 @@ impl Limiter {
 
     /// The name of the control law.
     pub fn algorithm(&self) -> &'static str {
-        self.inner.algorithm
+        self.inner.names.current()
     }
 
     /// The smoothed (EMA) window-mean latency the controller tracks, if any
@@ -667,7 +680,11 @@ impl Limiter {
     pub fn stats(&self) -> Stats {
         let inner = &*self.inner;
         let c = &inner.counters;
-        let (ok, fail) = lock(&inner.control).totals(&inner.hot.window);
+        let (ok, fail, cfg) = {
+            let control = lock(&inner.control);
+            let (ok, fail) = control.totals(&inner.hot.window);
+            (ok, fail, control.cfg)
+        };
         let w = &inner.hot.window;
         let skipped_ok = w.total(Event::SkippedOk);
         let skipped_fail = w.total(Event::SkippedFail);
@@ -677,12 +694,12 @@ impl Limiter {
         inner
             .hot
             .window
-            .recent_latencies(inner.now(), inner.window_nanos, &mut counts);
+            .recent_latencies(inner.now(), inner.tuned.window_nanos(), &mut counts);
         let success = ok.saturating_add(skipped_ok);
         let failures = fail.saturating_add(skipped_fail);
-        Stats::new(
-            inner.algorithm,
-            [limit, inner.cfg.min_limit, inner.cfg.max_limit, in_flight],
+        let mut stats = Stats::new(
+            inner.names.current(),
+            [limit, cfg.min_limit, cfg.max_limit, in_flight],
             [
                 success
                     .saturating_add(failures)
@@ -696,7 +713,11 @@ impl Limiter {
                 c.decreases.load(Ordering::Relaxed),
             ],
             &counts,
-        )
+        );
+        stats.mode = inner.mode.get();
+        stats.would_reject = inner.hot.pool.over_limit_admissions();
+        stats.forced_limit = cfg.forced;
+        stats
     }
 
     /// Zeroes the counters and forgets everything the controller learned:
@@ -708,13 +729,20 @@ impl Limiter {
     pub fn reset_stats(&self) {
         let inner = &*self.inner;
         let woken = {
+            let tuning = lock(&inner.tuning);
             let mut control = lock(&inner.control);
             control.reset(&inner.hot.window, inner.now());
             inner.counters.clear();
-            let limit = inner
-                .initial_limit
-                .max(inner.hot.pool.in_flight())
-                .min(inner.cfg.max_limit);
+            inner.hot.pool.clear_over_limit_admissions();
+            let cfg = control.cfg;
+            // A forced limit is the operator's, not learned: it stays.
+            let limit = match cfg.forced {
+                Some(forced) => forced,
+                None => tuning
+                    .initial_limit()
+                    .max(inner.hot.pool.in_flight())
+                    .min(cfg.max_limit),
+            };
             inner.hot.pool.set_limit_deferred(limit).1
         };
         woken.wake_all();

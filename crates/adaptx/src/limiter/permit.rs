@@ -179,7 +179,7 @@ impl<'a> Permit<'a> {
     }
 
     pub(crate) fn holder_algorithm(&self) -> &'static str {
-        self.holder.algorithm
+        self.holder.names.current()
     }
 
     /// Time since admission (or since [`restart`](Permit::restart)), on

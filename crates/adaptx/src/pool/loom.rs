@@ -487,3 +487,168 @@ fn assert_quiescent_partitioned(pool: &Pool) {
     assert_eq!(s & PART_WAITERS != 0, queued, "PART_WAITERS bit vs queue");
     assert_ne!(s & WAITERS, 0, "a partitioned pool keeps WAITERS set");
 }
+
+// ---- admission above the limit (shadow and bypass mode, `over.rs`) ----
+
+/// Releases every permit the pool counts.
+fn release_all(pool: &Pool) {
+    for _ in 0..pool.in_flight() {
+        pool.release();
+    }
+}
+
+/// Turning admission above the limit on grants the queued waiter while a
+/// lock-free admission above the limit races the grant (it must take the
+/// queue lock while `WAITERS` is set, or the grant's store of the stable
+/// word would lose one of the two): both are counted exactly once.
+#[test]
+fn loom_over_switch_on_races_over_admission() {
+    model(|| {
+        let pool = Arc::new(Pool::new(1));
+        pool.try_acquire().expect("free permit");
+        let node = enqueue(&pool);
+        let switch = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.set_over_limit(true).wake_all())
+        };
+        let over = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.try_acquire_over(0).is_ok())
+        };
+        switch.join().expect("switch panicked");
+        let got = usize::from(over.join().expect("admission panicked"));
+        wait(&pool, Some(node)).expect("granted by the switch");
+        assert_eq!(pool.in_flight(), 2 + got);
+        assert_eq!(pool.over_limit_admissions(), 1 + got as u64);
+        assert_quiescent(&pool);
+        release_all(&pool);
+        assert_eq!((pool.in_flight(), pool.available()), (0, 1));
+        assert_quiescent(&pool);
+    });
+}
+
+/// An acquirer on a full pool races the switch to admission above the
+/// limit: it is admitted either way — over the limit at once, or queued and
+/// then granted by the switch — never left queued while the switch is on
+/// (loom would report the lost wake-up as a deadlock).
+#[test]
+fn loom_over_switch_on_races_waiter() {
+    model(|| {
+        let pool = Arc::new(Pool::new(1));
+        pool.try_acquire().expect("free permit");
+        let waiter = {
+            let pool = pool.clone();
+            thread::spawn(move || wait(&pool, None).is_ok())
+        };
+        let switch = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.set_over_limit(true).wake_all())
+        };
+        switch.join().expect("switch panicked");
+        assert!(waiter.join().expect("waiter panicked"), "admitted");
+        assert_eq!(pool.in_flight(), 2);
+        assert_eq!(lock(&pool.queue).waiters.len(), 0);
+        release_all(&pool);
+        assert_quiescent(&pool);
+    });
+}
+
+/// Turning admission above the limit off races a release of a permit held
+/// above the limit and another admission above it: the permits above the
+/// limit are debt that releases retire, and every count comes back.
+#[test]
+fn loom_over_switch_off_races_release_and_over_admission() {
+    model(|| {
+        let pool = Arc::new(Pool::new(1));
+        pool.set_over_limit(true).wake_all();
+        pool.try_acquire().expect("free permit");
+        pool.try_acquire_over(0).expect("above the limit");
+        let switch = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.set_over_limit(false).wake_all())
+        };
+        let release = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.release())
+        };
+        let over = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.try_acquire_over(0).is_ok())
+        };
+        switch.join().expect("switch panicked");
+        release.join().expect("release panicked");
+        let got = usize::from(over.join().expect("admission panicked"));
+        assert_eq!(pool.in_flight(), 1 + got);
+        assert_eq!(pool.try_acquire_over(0), Err(TryFail::NoCapacity), "off");
+        release_all(&pool);
+        assert_eq!((pool.in_flight(), pool.available()), (0, 1));
+        assert_quiescent(&pool);
+    });
+}
+
+/// Partitioned: the switch to admission above the limit races a release
+/// of the other partition while a waiter of the first queues: the waiter is
+/// served (by the switch or by the release), and the table's counts and
+/// the state word's stay equal.
+#[test]
+fn loom_over_partitioned_admission_races_release_and_waiter() {
+    model(|| {
+        let pool = Arc::new(partitioned(1, 0.0));
+        pool.try_acquire_as(2).expect("free permit");
+        let waiter = {
+            let pool = pool.clone();
+            thread::spawn(move || {
+                let mut node = None;
+                let class = super::Class {
+                    slot: 1,
+                    priority: 0,
+                };
+                block_on(poll_fn(|cx| pool.poll_acquire_as(&mut node, cx, class)))
+                    .expect("not closed");
+                pool.release_from(1);
+            })
+        };
+        let switch = {
+            let pool = pool.clone();
+            thread::spawn(move || pool.set_over_limit(true).wake_all())
+        };
+        pool.release_from(2);
+        switch.join().expect("switch panicked");
+        waiter.join().expect("waiter panicked");
+        assert_eq!(pool.in_flight(), 0);
+        assert_quiescent_partitioned(&pool);
+    });
+}
+
+/// Partitioned, admission above the limit on: two partitions admitted over
+/// a full limit race a release: each admission is counted once in its
+/// partition and once in the state word, and every count comes back.
+#[test]
+fn loom_over_partitioned_admissions_race_release() {
+    model(|| {
+        let pool = Arc::new(partitioned(1, 0.0));
+        pool.set_over_limit(true).wake_all();
+        pool.try_acquire_as(1).expect("free permit");
+        let ths: Vec<_> = (1..3u8)
+            .map(|slot| {
+                let pool = pool.clone();
+                thread::spawn(move || {
+                    pool.try_acquire_as(slot).expect("admitted above the limit");
+                    slot
+                })
+            })
+            .collect();
+        pool.release_from(1);
+        let slots: Vec<u8> = ths
+            .into_iter()
+            .map(|t| t.join().expect("thread panicked"))
+            .collect();
+        assert_eq!(pool.in_flight(), 2);
+        assert_quiescent_partitioned(&pool);
+        for slot in slots {
+            pool.release_from(slot);
+        }
+        assert_eq!(pool.in_flight(), 0);
+        assert_quiescent_partitioned(&pool);
+    });
+}

@@ -67,6 +67,22 @@
 //!
 //! Wakers are always woken after the queue lock is released.
 //!
+//! ## Admission above the limit
+//!
+//! In shadow and bypass mode ([`over`]) a request the limit refuses is
+//! admitted anyway, by the same `in_flight += 1`: it is a permit like any
+//! other, held and released the same way, and counted in `in_flight`. So
+//! `in_flight` stays exactly the permits held, and a permit above the limit
+//! shows as debt (`in_flight − limit`) that its release retires; switching
+//! back to enforce mode therefore admits no one until `in_flight` is under
+//! the limit again, and no permit is lost or made twice. The only cap is
+//! the counter's width ([`MAX_PERMITS`], and 65 535 per partition).
+//!
+//! The switch is a flag written under the queue lock; turning it on grants
+//! every queued waiter in the same critical section, and an acquirer reads
+//! the flag under that lock before it queues, so no waiter is left queued
+//! while the flag is on.
+//!
 //! ## Memory ordering
 //!
 //! Admission and release use `AcqRel` CASes on the state word. Admission
@@ -80,8 +96,12 @@ use std::task::{Context, Poll, Waker};
 use crate::clock::AnyClock;
 use crate::sync::{Arc, AtomicU8, AtomicU64, Mutex, Ordering, lock};
 
+mod over;
 mod partition;
 mod queue;
+
+use over::OverLimit;
+pub(crate) use partition::check_partitioned_limit;
 
 pub(crate) use partition::Table;
 pub use partition::{
@@ -286,6 +306,10 @@ enum Seats<'a> {
     /// Unpartitioned, under the queue lock with `WAITERS` set: the state
     /// word is stable and `next` is the value to store.
     Plain { next: u64 },
+    /// Above the limit (shadow and bypass mode): every waiter, while the
+    /// counters have room. `next` is the plain state word plus the grants
+    /// so far; `table` counts each grant in its partition.
+    Over { table: Option<&'a Table>, next: u64 },
     /// Partitioned, under limit `limit`: each grant takes a unit of the
     /// waiter's partition.
     Part {
@@ -300,6 +324,10 @@ impl Seats<'_> {
         match self {
             Seats::Plain { next } => in_flight_of(*next) < limit_of(*next),
             Seats::Part { table, limit, .. } => table.admissible(usize::from(w.slot), *limit),
+            Seats::Over { table, next } => {
+                in_flight_of(*next) < MAX_PERMITS
+                    && table.is_none_or(|t| t.has_room_over(usize::from(w.slot)))
+            }
         }
     }
 
@@ -319,6 +347,14 @@ impl Seats<'_> {
             } => table
                 .try_take(usize::from(w.slot), *limit)
                 .then_some(*state),
+            Seats::Over { table, next } => {
+                if table.is_some_and(|t| !t.take_over(usize::from(w.slot))) {
+                    return None;
+                }
+                let at = *next;
+                *next += 1;
+                Some(at)
+            }
         }
     }
 
@@ -326,6 +362,12 @@ impl Seats<'_> {
         match self {
             Seats::Plain { next } => *next -= 1,
             Seats::Part { table, .. } => table.give(usize::from(w.slot)),
+            Seats::Over { table, next } => {
+                *next -= 1;
+                if let Some(t) = table {
+                    t.give(usize::from(w.slot));
+                }
+            }
         }
     }
 }
@@ -340,6 +382,9 @@ pub(crate) struct Pool {
     state: AtomicU64,
     queue: Box<Mutex<Queue>>,
     parts: Option<Box<Table>>,
+    /// Admission above the limit (shadow and bypass mode); boxed so the
+    /// window's hot fields stay on the state word's cache line.
+    over: Box<OverLimit>,
 }
 
 impl Pool {
@@ -374,6 +419,7 @@ impl Pool {
                 ..Queue::default()
             })),
             parts: parts.map(Box::new),
+            over: Box::default(),
         }
     }
 
@@ -468,16 +514,15 @@ impl Pool {
     /// `in_flight < limit`. A closed pool, a queue (which unpartitioned
     /// implies `in_flight >= limit`, so a barging caller cannot overtake a
     /// waiter) and a partitioned pool (`WAITERS` always set) all leave by
-    /// the one test of `CLOSED | WAITERS`.
+    /// the one test of `CLOSED | WAITERS`. A refusal tries admission above
+    /// the limit ([`over`]), out of line: the mode costs the fast path
+    /// nothing.
     #[inline(always)]
     pub(crate) fn try_acquire_as(&self, slot: u8) -> Result<Admission, TryFail> {
         let mut s = self.state.load(Ordering::Acquire);
         loop {
-            if s & (CLOSED | WAITERS) != 0 {
+            if s & (CLOSED | WAITERS) != 0 || in_flight_of(s) >= limit_of(s) {
                 return self.try_acquire_flagged(s, slot).map(Admission::of);
-            }
-            if in_flight_of(s) >= limit_of(s) {
-                return Err(TryFail::NoCapacity);
             }
             match self
                 .state
@@ -489,17 +534,32 @@ impl Pool {
         }
     }
 
-    /// Admission when the word `s` had `CLOSED` or `WAITERS` set: the
-    /// partitioned admission, else a refusal. Returns the plain word before
-    /// the admission (a word, not an [`Admission`], so that it comes back in
-    /// registers and the caller's fast path keeps its result there too).
+    /// Admission when the word `s` had `CLOSED` or `WAITERS` set, or no free
+    /// permit: the partitioned admission, else a refusal — or, either way,
+    /// an admission above the limit when that is on. Returns the plain word
+    /// before the admission (a word, not an [`Admission`], so that it comes
+    /// back in registers and the caller's fast path keeps its result there
+    /// too).
     #[inline(never)]
     fn try_acquire_flagged(&self, s: u64, slot: u8) -> Result<u64, TryFail> {
         match self.parts.as_deref() {
-            Some(t) => self.try_acquire_part(t, s, slot),
+            Some(t) => self.try_acquire_part_or_over(t, s, slot),
             None if s & CLOSED != 0 => Err(TryFail::Closed),
-            // `WAITERS` without partitions: `in_flight >= limit` at `s`.
+            // `in_flight >= limit` at `s` (which `WAITERS` without partitions
+            // implies).
+            None if self.admits_over_limit() => self.try_acquire_over(slot),
             None => Err(TryFail::NoCapacity),
+        }
+    }
+
+    /// The partitioned admission, then above the limit if the rule refuses
+    /// and that is on. Out of line, so that the unpartitioned refusal above
+    /// stays a small function.
+    #[inline(never)]
+    fn try_acquire_part_or_over(&self, t: &Table, s: u64, slot: u8) -> Result<u64, TryFail> {
+        match self.try_acquire_part(t, s, slot) {
+            Err(TryFail::NoCapacity) if self.admits_over_limit() => self.try_acquire_over(slot),
+            r => r,
         }
     }
 
@@ -804,6 +864,16 @@ impl Pool {
         woken: &mut Woken,
     ) -> Poll<Result<Admission, Refused>> {
         let mut q = lock(&self.queue);
+        if self.admits_over_limit() {
+            // Read under the lock that turning it on holds while it empties
+            // the queue: no acquirer queues while it is on (unless the
+            // counters are full; then it waits as in enforce mode).
+            match self.take_over_locked(class.slot) {
+                Ok(prev) => return Poll::Ready(Ok(Admission::of(prev))),
+                Err(TryFail::Closed) => return Poll::Ready(Err(Refused::Closed)),
+                Err(TryFail::NoCapacity) => {}
+            }
+        }
         let now = q.now();
         let d = q.discipline;
         if q.waiters.len() >= d.max_waiters {
@@ -1093,7 +1163,7 @@ impl Seats<'_> {
     fn admissible_any(&self) -> bool {
         match self {
             Seats::Plain { next } => in_flight_of(*next) < limit_of(*next),
-            Seats::Part { .. } => true,
+            Seats::Part { .. } | Seats::Over { .. } => true,
         }
     }
 }

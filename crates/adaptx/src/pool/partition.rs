@@ -73,6 +73,16 @@ fn unit(j: usize) -> u64 {
     1 << (16 * j)
 }
 
+/// Checks that limit `n`, given as option `field`, fits a partitioned pool
+/// (at most [`MAX_PARTITIONED_LIMIT`]): at build, at a reconfiguration and
+/// for a forced limit.
+pub(crate) fn check_partitioned_limit(field: &'static str, n: usize) -> Result<(), ConfigError> {
+    if n > MAX_PARTITIONED_LIMIT {
+        return Err(ConfigError::new(field, n, "1 ..= 65535 with partitions"));
+    }
+    Ok(())
+}
+
 /// Named shares of a limiter's limit.
 ///
 /// Each [`share`](Partitions::share) names a partition and its fraction of
@@ -187,13 +197,7 @@ impl Partitions {
             ));
         }
         pct[0] = (1.0 - sum).max(0.0);
-        if max_limit > MAX_PARTITIONED_LIMIT {
-            return Err(ConfigError::new(
-                "max_limit",
-                max_limit,
-                "1 ..= 65535 with partitions",
-            ));
-        }
+        check_partitioned_limit("max_limit", max_limit)?;
         Ok(Table {
             used: AtomicU64::new(0),
             reserve: AtomicU64::new(0),
@@ -427,6 +431,25 @@ impl Table {
                 Err(actual) => used = actual,
             }
         }
+    }
+
+    /// Whether partition `i` can count one more permit whatever the rule
+    /// says (its 16-bit field is not full).
+    pub(crate) fn has_room_over(&self, i: usize) -> bool {
+        field(self.used.load(Ordering::Acquire), self.index(i)) < FIELD
+    }
+
+    /// Takes a permit for partition `i` whatever the rule says (admission
+    /// above the limit in shadow and bypass mode): one CAS, refused only
+    /// when the partition's field is full ([`MAX_PARTITIONED_LIMIT`]
+    /// permits), so a count never spills into the next field.
+    pub(crate) fn take_over(&self, i: usize) -> bool {
+        let i = self.index(i);
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                (field(used, i) < FIELD).then(|| used + unit(i))
+            })
+            .is_ok()
     }
 
     /// Returns a permit of partition `i`.

@@ -38,6 +38,7 @@ use super::bucket::Bucket;
 use super::law::{IntervalSummary, RateLaw, RateLawState};
 use super::{RateLimited, RatePermit, RateStats, lock};
 use crate::clock::AnyClock;
+use crate::mode::{Mode, ModeCell};
 
 /// Cumulative counters.
 #[derive(Debug, Default)]
@@ -50,6 +51,8 @@ struct Counters {
     dropped: AtomicU64,
     increases: AtomicU64,
     decreases: AtomicU64,
+    /// Admissions shadow or bypass mode let through with an empty bucket.
+    would_reject: AtomicU64,
 }
 
 /// The cumulative counters as of the previous close, and what the law
@@ -75,6 +78,8 @@ pub(crate) struct Core {
     binding: AtomicBool,
     counters: Counters,
     mark: Mutex<Mark>,
+    /// Enforce, shadow or bypass (see [`Mode`]).
+    mode: ModeCell,
 }
 
 impl Core {
@@ -101,6 +106,7 @@ impl Core {
                 latency_sum: 0,
                 law: law.initial_state(),
             }),
+            mode: ModeCell::default(),
         }
     }
 
@@ -146,6 +152,13 @@ impl Core {
             }
             Err(wait) => {
                 self.mark_binding();
+                if self.mode.get().admits_over_limit() {
+                    // Shadow and bypass: admitted with the bucket empty, and
+                    // counted as the rejection enforce mode would have made.
+                    self.counters.would_reject.fetch_add(1, Ordering::Relaxed);
+                    self.counters.admitted.fetch_add(1, Ordering::Relaxed);
+                    return Ok(RatePermit::new(Arc::clone(self), now, rate, 0));
+                }
                 self.counters.rejected.fetch_add(1, Ordering::Relaxed);
                 Err(RateLimited::new(Duration::from_nanos(wait), rate))
             }
@@ -213,7 +226,13 @@ impl Core {
         };
         (mark.successes, mark.failures, mark.latency_sum) = (successes, failures, latency_sum);
         let old = self.rate.load(Ordering::Relaxed);
-        let new = self.law.step(&mut mark.law, old, &interval);
+        // Bypass freezes the rate; the interval's evidence is consumed all
+        // the same.
+        let new = if self.mode.get().adapts() {
+            self.law.step(&mut mark.law, old, &interval)
+        } else {
+            old
+        };
         if new != old {
             self.rate.store(new, Ordering::Release);
             let counter = if new > old {
@@ -223,6 +242,16 @@ impl Core {
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// The admission mode.
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode.get()
+    }
+
+    /// Switches the admission mode; returns the one it replaces.
+    pub(crate) fn set_mode(&self, mode: Mode) -> Mode {
+        self.mode.set(mode)
     }
 
     /// A snapshot of the counters (each read separately).
@@ -247,6 +276,8 @@ impl Core {
             rejected: load(&c.rejected),
             increases: load(&c.increases),
             decreases: load(&c.decreases),
+            mode: self.mode.get(),
+            would_reject: load(&c.would_reject),
         }
     }
 }

@@ -337,6 +337,44 @@ impl<K> KeyedRateLimiter<K> {
         self.inner.core.stats()
     }
 
+    /// The admission mode (see [`Mode`](crate::Mode)).
+    pub fn mode(&self) -> crate::Mode {
+        self.inner.core.mode()
+    }
+
+    /// Switches the admission mode at once; returns the mode it replaces.
+    ///
+    /// In [`Mode::Shadow`](crate::Mode::Shadow) and
+    /// [`Mode::Bypass`](crate::Mode::Bypass) a request that finds its bucket
+    /// empty is admitted anyway (also from a shared newcomer bucket), counted in
+    /// [`RateStats::would_reject`](crate::RateStats::would_reject) (and in
+    /// `admitted`), and its permit records its outcome as any other; the
+    /// bucket still gives the tokens it has. Shadow keeps adjusting the
+    /// rate; bypass freezes it.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptx::{ManualClock, Mode, RateLimiter};
+    ///
+    /// let limiter = RateLimiter::builder()
+    ///     .initial_rate(10)
+    ///     .clock(ManualClock::new())
+    ///     .build_keyed::<String>()?;
+    /// limiter.set_mode(Mode::Shadow);
+    /// // Alice's first request comes from a newcomer bucket, the next ten
+    /// // from her own bucket of 10 tokens, the twelfth beyond it.
+    /// for _ in 0..12 {
+    ///     limiter.try_acquire("alice")?.success();
+    /// }
+    /// let stats = limiter.stats();
+    /// assert_eq!((stats.admitted, stats.would_reject, stats.rejected), (12, 1, 0));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_mode(&self, mode: crate::Mode) -> crate::Mode {
+        self.inner.core.set_mode(mode)
+    }
+
     /// Keys with a bucket of their own.
     pub fn len(&self) -> usize {
         self.inner.len()

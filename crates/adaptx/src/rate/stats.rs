@@ -1,5 +1,7 @@
 //! The rate limiter's statistics snapshot.
 
+use crate::mode::Mode;
+
 /// A snapshot of a rate limiter's counters, from
 /// [`RateLimiter::stats`](crate::RateLimiter::stats) or
 /// [`KeyedRateLimiter::stats`](crate::KeyedRateLimiter::stats).
@@ -47,4 +49,11 @@ pub struct RateStats {
     pub increases: u64,
     /// Adjustments that lowered the rate.
     pub decreases: u64,
+    /// The admission mode (see [`Mode`]).
+    pub mode: Mode,
+    /// Requests admitted with an empty bucket because the mode is
+    /// [`Mode::Shadow`] or [`Mode::Bypass`]: the rejections
+    /// [`Mode::Enforce`] would have made. Counted in `admitted`, never in
+    /// `rejected`.
+    pub would_reject: u64,
 }
