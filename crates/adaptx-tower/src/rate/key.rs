@@ -61,8 +61,8 @@ impl RateToken for RatePermit {
 /// A source of one's own: API calls and static files at separate rates.
 ///
 /// ```
-/// use adaptx::{RateLimited, RateLimiter, RatePermit};
-/// use adaptx_tower::{AdaptiveRateLimitLayer, RateSource};
+/// use adaptx::{RateLimiter, RatePermit};
+/// use adaptx_tower::{AdaptiveRateLimitLayer, RateSource, Rejected};
 /// use http::Request;
 ///
 /// #[derive(Clone)]
@@ -74,8 +74,9 @@ impl RateToken for RatePermit {
 /// impl<B> RateSource<B> for PerRoute {
 ///     type Permit = RatePermit;
 ///
-///     fn try_acquire(&self, req: &Request<B>) -> Result<RatePermit, RateLimited> {
-///         if req.uri().path().starts_with("/api") { &self.api } else { &self.files }.try_acquire()
+///     fn try_acquire(&self, req: &Request<B>) -> Result<RatePermit, Rejected> {
+///         let limiter = if req.uri().path().starts_with("/api") { &self.api } else { &self.files };
+///         Ok(limiter.try_acquire()?)
 ///     }
 ///
 ///     fn current_rate(&self) -> u64 {
@@ -137,7 +138,7 @@ impl<B> RateSource<B> for RateLimiter {
 /// // Any closure over the request is an extractor: here the tenant from the path.
 /// let tenant = |req: &Request<()>| req.uri().path().split('/').nth(1).unwrap_or("").to_owned();
 /// let req = Request::builder().uri("/acme/orders").body(())?;
-/// assert_eq!(tenant.extract(&req), "acme");
+/// assert_eq!(tenant.extract(&req)?, "acme");
 /// let _layer = AdaptiveRateLimitLayer::keyed(RateLimiter::builder().build_keyed::<String>()?, tenant);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -194,8 +195,9 @@ where
 ///
 /// let mut req = Request::new(());
 /// req.extensions_mut().insert("10.1.2.3:4567".parse::<SocketAddr>()?);
-/// assert_eq!(ClientIp.extract(&req).to_string(), "10.1.2.3");
-/// assert_eq!(ClientIp.extract(&Request::new(())).to_string(), "0.0.0.0"); // no address
+/// assert_eq!(ClientIp.extract(&req)?.to_string(), "10.1.2.3");
+/// // No address (served without `ConnectInfo`): an error, answered 500.
+/// assert!(ClientIp.extract(&Request::new(())).is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
@@ -236,7 +238,7 @@ impl<B> KeyExtractor<B> for ClientIp {
 ///
 /// let key = HeaderKey(HeaderName::from_static("x-api-key"));
 /// let req = Request::builder().header("x-api-key", "k-123").body(())?;
-/// assert_eq!(key.extract(&req), "k-123");
+/// assert_eq!(key.extract(&req)?, "k-123");
 /// let _layer = AdaptiveRateLimitLayer::keyed(RateLimiter::builder().build_keyed::<String>()?, key);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -265,9 +267,15 @@ impl<B> KeyExtractor<B> for HeaderKey {
 /// use adaptx_tower::{ClientIp, Keyed, RateSource};
 /// use http::Request;
 ///
+/// use std::net::SocketAddr;
+///
 /// let keyed = Keyed::new(RateLimiter::builder().initial_rate(20).build_keyed()?, ClientIp);
 /// assert_eq!(RateSource::<()>::current_rate(&keyed), 20);
-/// assert!(keyed.try_acquire(&Request::new(())).is_ok());
+/// let mut req = Request::new(());
+/// req.extensions_mut().insert("10.1.2.3:4567".parse::<SocketAddr>()?);
+/// assert!(keyed.try_acquire(&req).is_ok());
+/// // A request without the client's address cannot be keyed.
+/// assert!(keyed.try_acquire(&Request::new(())).is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
