@@ -38,6 +38,7 @@ use super::bucket::Bucket;
 use super::law::{IntervalSummary, RateLaw, RateLawState};
 use super::{RateLimited, RatePermit, RateStats, lock};
 use crate::clock::AnyClock;
+use crate::error::ConfigError;
 use crate::mode::{Mode, ModeCell};
 
 /// Cumulative counters.
@@ -55,14 +56,16 @@ struct Counters {
     would_reject: AtomicU64,
 }
 
-/// The cumulative counters as of the previous close, and what the law
-/// remembers.
+/// The cumulative counters as of the previous close, the law in force and
+/// what it remembers: what the closer and the run-time changes touch, under
+/// one lock that no admission takes.
 #[derive(Debug)]
 struct Mark {
     successes: u64,
     failures: u64,
     latency_sum: u64,
-    law: RateLawState,
+    law: RateLaw,
+    state: RateLawState,
 }
 
 /// The shared engine behind [`RateLimiter`](super::RateLimiter) and
@@ -73,7 +76,6 @@ pub(crate) struct Core {
     rate: AtomicU64,
     interval_start: AtomicU64,
     interval_nanos: u64,
-    law: RateLaw,
     burst: Option<u64>,
     binding: AtomicBool,
     counters: Counters,
@@ -96,7 +98,6 @@ impl Core {
             rate: AtomicU64::new(initial_rate),
             interval_start: AtomicU64::new(now),
             interval_nanos,
-            law,
             burst,
             binding: AtomicBool::new(false),
             counters: Counters::default(),
@@ -104,7 +105,8 @@ impl Core {
                 successes: 0,
                 failures: 0,
                 latency_sum: 0,
-                law: law.initial_state(),
+                law,
+                state: law.initial_state(),
             }),
             mode: ModeCell::default(),
         }
@@ -229,19 +231,67 @@ impl Core {
         // Bypass freezes the rate; the interval's evidence is consumed all
         // the same.
         let new = if self.mode.get().adapts() {
-            self.law.step(&mut mark.law, old, &interval)
+            let Mark { law, state, .. } = &mut *mark;
+            law.step(state, old, &interval)
         } else {
             old
         };
-        if new != old {
-            self.rate.store(new, Ordering::Release);
-            let counter = if new > old {
-                &c.increases
-            } else {
-                &c.decreases
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
+        self.change_rate(old, new);
+    }
+
+    /// Stores rate `new` (the caller holds the `mark` lock, so `old` is
+    /// still the rate) and counts the move.
+    fn change_rate(&self, old: u64, new: u64) {
+        if new == old {
+            return;
         }
+        self.rate.store(new, Ordering::Release);
+        let c = &self.counters;
+        let counter = if new > old {
+            &c.increases
+        } else {
+            &c.decreases
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sets the rate now; see [`RateLimiter::set_rate`](super::RateLimiter::set_rate).
+    pub(crate) fn set_rate(&self, rate: u64) -> Result<(), ConfigError> {
+        let mark = lock(&self.mark);
+        let rate = mark.law.bounded_rate(rate)?;
+        self.change_rate(self.rate.load(Ordering::Relaxed), rate);
+        Ok(())
+    }
+
+    /// Sets the law's bounds; see
+    /// [`RateLimiter::set_bounds`](super::RateLimiter::set_bounds).
+    pub(crate) fn set_bounds(&self, min_rate: u64, max_rate: u64) -> Result<(), ConfigError> {
+        let mut mark = lock(&self.mark);
+        let law = mark.law.with_bounds(min_rate, max_rate)?;
+        self.install(&mut mark, law);
+        Ok(())
+    }
+
+    /// Swaps the law; see [`RateLimiter::set_law`](super::RateLimiter::set_law).
+    pub(crate) fn set_law(&self, law: RateLaw) {
+        let mut mark = lock(&self.mark);
+        self.install(&mut mark, law);
+    }
+
+    /// Installs `law` and brings the rate into its bounds. A law of another
+    /// kind starts from its initial state; new bounds keep what it learned.
+    fn install(&self, mark: &mut Mark, law: RateLaw) {
+        if std::mem::discriminant(&mark.law) != std::mem::discriminant(&law) {
+            mark.state = law.initial_state();
+        }
+        mark.law = law;
+        let old = self.rate.load(Ordering::Relaxed);
+        self.change_rate(old, old.clamp(law.min_rate(), law.max_rate()));
+    }
+
+    /// The law in force.
+    pub(crate) fn law(&self) -> RateLaw {
+        lock(&self.mark).law
     }
 
     /// The admission mode.
@@ -256,6 +306,7 @@ impl Core {
 
     /// A snapshot of the counters (each read separately).
     pub(crate) fn stats(&self) -> RateStats {
+        let law = self.law();
         let c = &self.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Acquire);
         let (successes, failures, dropped) =
@@ -265,8 +316,8 @@ impl Core {
         let completed = successes.saturating_add(failures);
         RateStats {
             rate: self.rate(),
-            min_rate: self.law.min_rate(),
-            max_rate: self.law.max_rate(),
+            min_rate: law.min_rate(),
+            max_rate: law.max_rate(),
             admitted,
             in_flight: admitted.saturating_sub(completed.saturating_add(dropped)),
             completed,

@@ -300,6 +300,48 @@ impl RateLaw {
         }
     }
 
+    /// This law with its rate bounds replaced, checked as its constructor
+    /// (and the builder) check them.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `min_rate` or `max_rate` if either is out of
+    /// its range.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// use adaptx::RateLaw;
+    /// use std::time::Duration;
+    ///
+    /// let law = RateLaw::mizu(10, 1000, Duration::from_millis(100), 0.1)?;
+    /// let wider = law.with_bounds(1, 5000)?;
+    /// assert_eq!((wider.min_rate(), wider.max_rate()), (1, 5000));
+    /// assert_eq!(law.with_bounds(50, 20).unwrap_err().field(), "max_rate");
+    /// # Ok::<(), adaptx::ConfigError>(())
+    /// ```
+    pub fn with_bounds(&self, min_rate: u64, max_rate: u64) -> Result<Self, ConfigError> {
+        match *self {
+            Self::Mizu {
+                target_latency,
+                error_threshold,
+                ..
+            } => Self::mizu(min_rate, max_rate, target_latency, error_threshold),
+            Self::Cubic { .. } => Self::cubic(min_rate, max_rate),
+        }
+    }
+
+    /// Checks a rate set at run time: within [`MAX_RATE_BOUND`] and within
+    /// this law's `[min_rate, max_rate]`.
+    pub(crate) fn bounded_rate(&self, rate: u64) -> Result<u64, ConfigError> {
+        let rate = check_rate("rate", rate)?;
+        if (self.min_rate()..=self.max_rate()).contains(&rate) {
+            Ok(rate)
+        } else {
+            Err(ConfigError::new("rate", rate, "min_rate ..= max_rate"))
+        }
+    }
+
     /// The floor of the rate, requests per second.
     pub fn min_rate(&self) -> u64 {
         match *self {
