@@ -337,18 +337,13 @@ impl<K> KeyedRateLimiter<K> {
         self.inner.core.stats()
     }
 
-    /// Sets the rate now, keeping the bucket's tokens: from this instant the
-    /// bucket refills at `rate`. The law goes on moving the rate from there
-    /// at the end of each interval. With the default capacity (one second of
-    /// the rate) the capacity follows: a lower one clips the bucket when it
-    /// is next used, a higher one lets it refill further; no token is added
-    /// at once.
+    /// Sets the rate now, for every key, keeping the keys and their
+    /// buckets' tokens; as [`RateLimiter::set_rate`](crate::RateLimiter::set_rate).
     ///
     /// # Errors
     ///
     /// A [`ConfigError`](crate::ConfigError) naming `rate` if it is outside
-    /// the law's `[min_rate, max_rate]` (or `1 ..=`
-    /// [`MAX_RATE_BOUND`](crate::MAX_RATE_BOUND)), and nothing changes.
+    /// the law's `[min_rate, max_rate]`, and nothing changes.
     ///
     /// # Examples
     ///
@@ -360,46 +355,26 @@ impl<K> KeyedRateLimiter<K> {
     ///     limiter.try_acquire("alice")?.success(); // a second request gets her a slot
     /// }
     /// limiter.set_rate(500)?;
-    /// assert_eq!(limiter.current_rate(), 500);
-    /// assert_eq!(limiter.len(), 1); // the keys are kept
-    /// assert_eq!(limiter.set_rate(5000).unwrap_err().field(), "rate");
+    /// assert_eq!((limiter.current_rate(), limiter.len()), (500, 1));
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_rate(&self, rate: u64) -> Result<(), crate::ConfigError> {
         self.inner.core.set_rate(rate)
     }
 
-    /// Sets the law's floor and ceiling now, checked as the builder's
-    /// `min_rate` and `max_rate` are; a current rate outside them is brought
-    /// inside (as by `set_rate`). What the law has learned is kept.
+    /// Sets the law's floor and ceiling now; as
+    /// [`RateLimiter::set_bounds`](crate::RateLimiter::set_bounds).
     ///
     /// # Errors
     ///
     /// A [`ConfigError`](crate::ConfigError) naming `min_rate` or
     /// `max_rate`, and nothing changes.
-    ///
-    /// # Examples
-    ///
-    /// ```
-    /// use adaptx::RateLimiter;
-    ///
-    /// let limiter = RateLimiter::builder().initial_rate(100).build_keyed::<u64>()?;
-    /// limiter.set_bounds(10, 50)?;
-    /// assert_eq!(limiter.current_rate(), 50);
-    /// assert_eq!((limiter.stats().min_rate, limiter.stats().max_rate), (10, 50));
-    /// let err = limiter.set_bounds(60, 20).unwrap_err();
-    /// assert_eq!(err.field(), "max_rate");
-    /// assert_eq!(limiter.stats().max_rate, 50); // unchanged
-    /// # Ok::<(), adaptx::ConfigError>(())
-    /// ```
     pub fn set_bounds(&self, min_rate: u64, max_rate: u64) -> Result<(), crate::ConfigError> {
         self.inner.core.set_bounds(min_rate, max_rate)
     }
 
-    /// Replaces the law that moves the rate, from the next interval's close
-    /// on; a current rate outside its bounds is brought inside. A law of
-    /// another kind starts from what it knows at the start; the interval in
-    /// progress keeps its evidence.
+    /// Replaces the law that moves the rate; as
+    /// [`RateLimiter::set_law`](crate::RateLimiter::set_law).
     pub fn set_law(&self, law: crate::RateLaw) {
         self.inner.core.set_law(law);
     }
