@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use crate::law::{ControlLaw, WindowSummary};
-use crate::window::{AdaptiveWindow, Window};
+use crate::window::{AdaptiveWindow, Event, Window};
 
 /// Parameters of the controller that are not the law's.
 #[derive(Debug, Clone, Copy)]
@@ -42,10 +42,12 @@ pub(crate) struct Control {
 }
 
 /// What a window close decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Decision {
     pub(crate) old: usize,
     pub(crate) new: usize,
+    /// The window the law judged: the reason of the change.
+    pub(crate) window: WindowSummary,
 }
 
 impl Control {
@@ -81,6 +83,16 @@ impl Control {
         (
             self.closed_ok.wrapping_add(ok),
             self.closed_fail.wrapping_add(fail),
+        )
+    }
+
+    /// Outcomes recorded since construction or reset, with and without a
+    /// latency sample: (successes, failures).
+    pub(crate) fn outcomes(&self, w: &Window) -> (u64, u64) {
+        let (ok, fail) = self.totals(w);
+        (
+            ok.saturating_add(w.total(Event::SkippedOk)),
+            fail.saturating_add(w.total(Event::SkippedFail)),
         )
     }
 
@@ -174,6 +186,7 @@ impl Control {
         (next != limit).then_some(Decision {
             old: limit,
             new: next,
+            window: summary,
         })
     }
 

@@ -176,6 +176,20 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// Calls `f(representative, count)` for each non-empty bucket, in
+    /// increasing order (`Relaxed` loads). Does not allocate.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn for_each(&self, mut f: impl FnMut(u64, u64)) {
+        for (idx, b) in self.buckets.iter().enumerate() {
+            let c = b.load(Ordering::Relaxed);
+            if c != 0 {
+                f(representative(idx), c);
+            }
+        }
+    }
+}
+
 impl Default for Histogram {
     fn default() -> Self {
         Self::new()

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::histogram::Counts;
+use crate::law::LawState;
 
 /// A snapshot of a limiter's counters and recent latencies, from
 /// [`Limiter::stats`](crate::Limiter::stats).
@@ -12,7 +13,7 @@ use crate::histogram::Counts;
 /// recent *successful* operations: a fast rejection or a timeout says nothing
 /// about how long the backend takes to serve. With the `serde` feature it
 /// serializes with latencies as integer nanoseconds (the reference's JSON).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Stats {
@@ -61,11 +62,33 @@ pub struct Stats {
     /// 99th percentile of recent latency samples (lower nearest rank).
     #[cfg_attr(feature = "serde", serde(serialize_with = "nanos"))]
     pub p99_latency: Duration,
+    /// The controller's RTT_min: the lowest window mean of successes,
+    /// drifting toward the average by the min-latency decay (what
+    /// [`Limiter::min_latency_estimate`](crate::Limiter::min_latency_estimate)
+    /// returns); `None` before any evaluated window.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "opt_nanos"))]
+    pub rtt_min: Option<Duration>,
+    /// The controller's moving (EMA) average of window mean latencies (what
+    /// [`Limiter::smoothed_latency`](crate::Limiter::smoothed_latency)
+    /// returns); `None` before any evaluated window.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "opt_nanos"))]
+    pub rtt_average: Option<Duration>,
+    /// What the control law has learned: with RTT_min and the average, the
+    /// reason the limit is where it is.
+    pub law_state: LawState,
 }
 
 #[cfg(feature = "serde")]
 fn nanos<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+#[cfg(feature = "serde")]
+fn opt_nanos<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => nanos(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 impl Stats {
@@ -112,6 +135,9 @@ impl Stats {
             max_latency: d(max),
             p50_latency: d(clamp(latencies.percentile(0.5))),
             p99_latency: d(clamp(latencies.percentile(0.99))),
+            rtt_min: None,
+            rtt_average: None,
+            law_state: LawState::Unreported,
         }
     }
 }

@@ -414,6 +414,17 @@ impl Window {
         }
     }
 
+    /// Calls `f(nanos, count)` for the successful latencies of the window
+    /// handed over last (bucket midpoints, within 0.8 %). The caller must
+    /// hold the controller mutex: the next hand-over clears them.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn closed_latencies(&self, mut f: impl FnMut(u64, u64)) {
+        for s in self.stripes.iter() {
+            // The hand-over made the other slot current.
+            s.slots[s.current() ^ 1].hist.for_each(&mut f);
+        }
+    }
+
     /// Forgets every sample and event: completions in progress land in the
     /// fresh window. The caller must hold the controller mutex.
     pub(crate) fn clear(&self, now: u64) {

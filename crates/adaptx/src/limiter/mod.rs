@@ -18,6 +18,7 @@ use crate::clock::AnyClock;
 use crate::control::{Control, ControlConfig, Decision};
 use crate::error::{AcquireError, AcquireTimeoutError, DrainTimeoutError, TryAcquireError};
 use crate::histogram::Counts;
+use crate::observe::{Closing, LimitChange, Observer};
 use crate::pool::{Admission, Class, Pool, TryFail, UnknownPartition};
 use crate::stats::Stats;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Padded, lock};
@@ -123,6 +124,10 @@ pub(crate) struct Inner {
     control: Mutex<Control>,
     hook: Option<LimitChangeHook>,
     counters: Counters,
+    /// The name of [`Builder::name`].
+    name: Box<str>,
+    /// Metrics and log events (empty without the features).
+    observe: Observer,
     /// Queueing, partitions and the reject delay.
     admission: AdmissionConfig,
 }
@@ -209,12 +214,14 @@ impl Inner {
 
     pub(crate) fn reject(&self) {
         self.hot.window.count(Event::Rejected);
+        self.observe.rejected(&self.hot.pool);
     }
 
     /// A permit handed to a waiter that gave up before seeing it: admitted
     /// and released without an outcome.
     pub(crate) fn drop_unseen(&self) {
         self.hot.window.count(Event::Dropped);
+        self.observe.dropped();
     }
 
     /// Records how an admitted operation ended, then releases its permit.
@@ -273,6 +280,7 @@ impl Inner {
     #[inline(never)]
     pub(crate) fn finish_dropped(&self, slot: u8) {
         self.hot.window.count(Event::Dropped);
+        self.observe.dropped();
         self.hot.pool.release_from(slot);
     }
 
@@ -288,13 +296,13 @@ impl Inner {
         {
             return;
         }
-        let (decision, woken) = {
+        let (decision, woken, note) = {
             let mut control = lock(&self.control);
             // Closed limiters keep their statistics but stop adapting.
             let adapt = !self.hot.pool.is_closed();
             let limit = self.hot.pool.limit();
             let d = control.close(w, &self.cfg, limit, start, now, adapt);
-            let woken = d.map(|Decision { old, new }| {
+            let woken = d.map(|Decision { old, new, .. }| {
                 let c = if new > old {
                     &self.counters.increases
                 } else {
@@ -305,17 +313,28 @@ impl Inner {
                 // the windows closed; the waiters it grants are woken below.
                 self.hot.pool.set_limit_deferred(new).1
             });
-            (d, woken)
+            let note = self.observe.window_closed(Closing {
+                window: w,
+                control: &control,
+                pool: &self.hot.pool,
+                min_limit: self.cfg.min_limit,
+                max_limit: self.cfg.max_limit,
+                adapting: adapt,
+            });
+            (d, woken, note)
         };
         // Never wake a task while holding a lock: a woken task may run at
         // once on this thread and call into the limiter.
         if let Some(woken) = woken {
             woken.wake_all();
         }
-        if let (Some(d), Some(hook)) = (decision, &self.hook) {
+        let change = decision.map(|d| LimitChange::new(d.old, d.new, self.algorithm, d.window));
+        self.observe
+            .after_close(change.as_ref(), note, self.cfg.min_limit);
+        if let (Some(change), Some(hook)) = (&change, &self.hook) {
             // The hook must not panic; if it does, the panic stops here so a
             // completion never fails because of an observer.
-            let _ = catch_unwind(AssertUnwindSafe(|| hook(d.old, d.new)));
+            let _ = catch_unwind(AssertUnwindSafe(|| hook(change)));
         }
     }
 }
@@ -638,6 +657,12 @@ impl Limiter {
         self.inner.hot.pool.debt()
     }
 
+    /// The limiter's name ([`Builder::name`]): the `limiter` label of its
+    /// metrics and the `limiter` field of its log events.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
     /// The name of the control law.
     pub fn algorithm(&self) -> &'static str {
         self.inner.algorithm
@@ -667,10 +692,16 @@ impl Limiter {
     pub fn stats(&self) -> Stats {
         let inner = &*self.inner;
         let c = &inner.counters;
-        let (ok, fail) = lock(&inner.control).totals(&inner.hot.window);
         let w = &inner.hot.window;
-        let skipped_ok = w.total(Event::SkippedOk);
-        let skipped_fail = w.total(Event::SkippedFail);
+        let ((success, failures), rtt_min, rtt_average, law_state) = {
+            let control = lock(&inner.control);
+            (
+                control.outcomes(w),
+                control.floor(),
+                control.average(),
+                control.law.state(),
+            )
+        };
         let dropped = w.total(Event::Dropped);
         let (limit, in_flight, _) = inner.hot.pool.snapshot();
         let mut counts = Counts::new();
@@ -678,9 +709,7 @@ impl Limiter {
             .hot
             .window
             .recent_latencies(inner.now(), inner.window_nanos, &mut counts);
-        let success = ok.saturating_add(skipped_ok);
-        let failures = fail.saturating_add(skipped_fail);
-        Stats::new(
+        let mut stats = Stats::new(
             inner.algorithm,
             [limit, inner.cfg.min_limit, inner.cfg.max_limit, in_flight],
             [
@@ -696,7 +725,11 @@ impl Limiter {
                 c.decreases.load(Ordering::Relaxed),
             ],
             &counts,
-        )
+        );
+        stats.rtt_min = rtt_min;
+        stats.rtt_average = rtt_average;
+        stats.law_state = law_state;
+        stats
     }
 
     /// Zeroes the counters and forgets everything the controller learned:
@@ -715,7 +748,11 @@ impl Limiter {
                 .initial_limit
                 .max(inner.hot.pool.in_flight())
                 .min(inner.cfg.max_limit);
-            inner.hot.pool.set_limit_deferred(limit).1
+            let woken = inner.hot.pool.set_limit_deferred(limit).1;
+            inner
+                .observe
+                .reset(&inner.hot.pool, inner.cfg.min_limit, inner.cfg.max_limit);
+            woken
         };
         woken.wake_all();
     }

@@ -38,6 +38,7 @@ use super::bucket::Bucket;
 use super::law::{IntervalSummary, RateLaw};
 use super::{RateLimited, RatePermit, RateStats, lock};
 use crate::clock::AnyClock;
+use crate::observe::RateObserver;
 
 /// Cumulative counters.
 #[derive(Debug, Default)]
@@ -73,6 +74,8 @@ pub(crate) struct Core {
     binding: AtomicBool,
     counters: Counters,
     mark: Mutex<Mark>,
+    /// Metrics (empty without the feature).
+    observe: RateObserver,
 }
 
 impl Core {
@@ -82,6 +85,7 @@ impl Core {
         interval_nanos: u64,
         law: RateLaw,
         burst: Option<u64>,
+        name: &str,
     ) -> Self {
         let now = clock.now_nanos();
         Self {
@@ -94,6 +98,7 @@ impl Core {
             binding: AtomicBool::new(false),
             counters: Counters::default(),
             mark: Mutex::new(Mark::default()),
+            observe: RateObserver::new(name, initial_rate, law.min_rate(), law.max_rate()),
         }
     }
 
@@ -219,6 +224,18 @@ impl Core {
             };
             counter.fetch_add(1, Ordering::Relaxed);
         }
+        self.observe.interval(|| self.stats());
+    }
+
+    /// Reports the tokens an admission attempt at `now` left in its bucket
+    /// (none after a rejection).
+    #[inline]
+    pub(crate) fn observe_tokens(&self, now: u64, admitted: &Result<RatePermit, RateLimited>) {
+        self.observe.tokens(
+            now,
+            self.interval_nanos,
+            admitted.as_ref().map_or(0, RatePermit::remaining),
+        );
     }
 
     /// A snapshot of the counters (each read separately).
