@@ -232,14 +232,20 @@ fn metrics_handles_are_registered_once_at_build() {
     let (rig, recorder) = rig();
     let at_build = recorder.registrations.load(Ordering::SeqCst);
     assert_eq!(at_build, LIMITER_METRICS.len());
-    for _ in 0..3 {
-        rig.record_idle(Outcome::Success, 5 * MS);
-        rig.advance();
-    }
-    let held: Vec<_> = (0..4).map(|_| rig.limiter.try_acquire()).collect();
-    assert!(rig.limiter.try_acquire().is_err());
-    drop(held);
-    rig.limiter.reset_stats();
+    // Every path that reports, with the recorder still in force: a handle
+    // registered on the way would count here.
+    metrics::with_local_recorder(&recorder, || {
+        for _ in 0..3 {
+            rig.record_idle(Outcome::Success, 5 * MS);
+            rig.record_idle(Outcome::Failure, 5 * MS);
+            rig.advance();
+        }
+        let held: Vec<_> = (0..4).map(|_| rig.limiter.try_acquire()).collect();
+        assert!(rig.limiter.try_acquire().is_err());
+        drop(held);
+        rig.limiter.reset_stats();
+    });
+    assert!(recorder.counter(LIMITER_REJECTED, "db") >= 1);
     assert_eq!(recorder.registrations.load(Ordering::SeqCst), at_build);
 }
 

@@ -244,7 +244,7 @@ fn tracing_events_are_emitted_outside_the_controller_lock() {
             std::thread::spawn(move || {
                 let _ = tx.send(l.stats());
             });
-            if rx.recv_timeout(Duration::from_secs(10)).is_err() {
+            if rx.recv_timeout(Duration::from_secs(2)).is_err() {
                 blocked.lock().expect("blocked").push(seen.message.clone());
             }
         })
