@@ -65,7 +65,11 @@
 //! limiter's own striped counters and the window's frozen histogram.
 //! Rejections and dropped permits, which may come while no window closes,
 //! count at once through handles registered at build; the hot path takes
-//! no lock and allocates nothing of ours either way. The price is freshness:
+//! no lock and allocates nothing either way (with Prometheus' recorder too).
+//! A window close hands the window's latencies to the recorder's histogram
+//! as `(bucket midpoint, count)` pairs, one call per non-empty bucket;
+//! what the recorder does with them is its own (Prometheus' stores them in
+//! blocks it allocates). The price is freshness:
 //! outcome counters and the histogram lag by at most one window while
 //! operations complete, and the window in progress when traffic stops is
 //! published by the next completion. A rate limiter publishes when its
