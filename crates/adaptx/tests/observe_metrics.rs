@@ -147,35 +147,6 @@ impl Recorder for TestRecorder {
     }
 }
 
-const LIMITER_METRICS: [&str; 12] = [
-    LIMITER_LIMIT,
-    LIMITER_MIN_LIMIT,
-    LIMITER_MAX_LIMIT,
-    LIMITER_IN_FLIGHT,
-    LIMITER_AVAILABLE,
-    LIMITER_SUCCESSES,
-    LIMITER_FAILURES,
-    LIMITER_DROPPED,
-    LIMITER_REJECTED,
-    LIMITER_INCREASES,
-    LIMITER_DECREASES,
-    LIMITER_LATENCY,
-];
-
-const RATE_METRICS: [&str; 11] = [
-    RATE_LIMIT,
-    RATE_MIN_LIMIT,
-    RATE_MAX_LIMIT,
-    RATE_TOKENS,
-    RATE_ADMITTED,
-    RATE_LIMITED,
-    RATE_SUCCESSES,
-    RATE_FAILURES,
-    RATE_DROPPED,
-    RATE_INCREASES,
-    RATE_DECREASES,
-];
-
 /// A limiter named "db" (AIMD, 1 s windows, manual clock, limit 4 in
 /// `[2, 8]`) whose metrics go to a fresh recorder.
 fn rig() -> (Rig, TestRecorder) {
@@ -192,10 +163,49 @@ fn ids(names: &[&str], limiter: &str) -> BTreeSet<Id> {
         .map(|n| {
             (
                 (*n).to_owned(),
-                vec![(LABEL.to_owned(), limiter.to_owned())],
+                vec![("limiter".to_owned(), limiter.to_owned())],
             )
         })
         .collect()
+}
+
+#[test]
+fn metrics_names_are_the_documented_ones() {
+    // The table of `adaptx::observe` and of the README.
+    assert_eq!(LABEL, "limiter");
+    assert_eq!(
+        LIMITER_METRICS,
+        [
+            "adaptx_limiter_limit",
+            "adaptx_limiter_min_limit",
+            "adaptx_limiter_max_limit",
+            "adaptx_limiter_in_flight",
+            "adaptx_limiter_available",
+            "adaptx_limiter_successes_total",
+            "adaptx_limiter_failures_total",
+            "adaptx_limiter_dropped_total",
+            "adaptx_limiter_rejected_total",
+            "adaptx_limiter_increases_total",
+            "adaptx_limiter_decreases_total",
+            "adaptx_limiter_latency_seconds",
+        ]
+    );
+    assert_eq!(
+        RATE_METRICS,
+        [
+            "adaptx_rate_limit",
+            "adaptx_rate_min_limit",
+            "adaptx_rate_max_limit",
+            "adaptx_rate_tokens",
+            "adaptx_rate_admitted_total",
+            "adaptx_rate_limited_total",
+            "adaptx_rate_successes_total",
+            "adaptx_rate_failures_total",
+            "adaptx_rate_dropped_total",
+            "adaptx_rate_increases_total",
+            "adaptx_rate_decreases_total",
+        ]
+    );
 }
 
 #[test]

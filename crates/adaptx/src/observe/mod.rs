@@ -125,7 +125,8 @@ pub(crate) struct Observer {
 /// A window close, as the observer sees it: under the controller mutex,
 /// after the hand-over and the law.
 #[derive(Debug, Clone, Copy)]
-#[cfg_attr(not(any(feature = "metrics", feature = "tracing")), allow(dead_code))]
+// Each feature reads its own fields.
+#[cfg_attr(not(all(feature = "metrics", feature = "tracing")), allow(dead_code))]
 pub(crate) struct Closing<'a> {
     pub(crate) window: &'a Window,
     pub(crate) control: &'a Control,
@@ -147,10 +148,7 @@ pub(crate) struct Note {
 impl Observer {
     /// The observer of limiter `name` over `pool`, whose limit lies in
     /// `[min_limit, max_limit]`.
-    #[cfg_attr(
-        not(any(feature = "metrics", feature = "tracing")),
-        allow(unused_variables)
-    )]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn new(name: &str, pool: &Pool, min_limit: usize, max_limit: usize) -> Self {
         Self {
             #[cfg(feature = "metrics")]
@@ -205,10 +203,7 @@ impl Observer {
 
     /// A window moved the limit, and then left `note`. After the controller
     /// mutex is released.
-    #[cfg_attr(
-        not(any(feature = "metrics", feature = "tracing")),
-        allow(unused_variables)
-    )]
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
     pub(crate) fn after_close(&self, change: Option<&LimitChange>, note: Note, min_limit: usize) {
         if let Some(c) = change {
             #[cfg(feature = "metrics")]
@@ -222,10 +217,7 @@ impl Observer {
 
     /// The limiter's counters and learning were reset. Under the controller
     /// mutex.
-    #[cfg_attr(
-        not(any(feature = "metrics", feature = "tracing")),
-        allow(unused_variables)
-    )]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn reset(&self, pool: &Pool, min_limit: usize, max_limit: usize) {
         #[cfg(feature = "metrics")]
         {

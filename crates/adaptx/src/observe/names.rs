@@ -55,3 +55,35 @@ pub const RATE_DROPPED: &str = "adaptx_rate_dropped_total";
 pub const RATE_INCREASES: &str = "adaptx_rate_increases_total";
 /// Counter: adjustments that lowered the rate.
 pub const RATE_DECREASES: &str = "adaptx_rate_decreases_total";
+
+/// Every metric a [`Limiter`](crate::Limiter) registers.
+pub const LIMITER_METRICS: [&str; 12] = [
+    LIMITER_LIMIT,
+    LIMITER_MIN_LIMIT,
+    LIMITER_MAX_LIMIT,
+    LIMITER_IN_FLIGHT,
+    LIMITER_AVAILABLE,
+    LIMITER_SUCCESSES,
+    LIMITER_FAILURES,
+    LIMITER_DROPPED,
+    LIMITER_REJECTED,
+    LIMITER_INCREASES,
+    LIMITER_DECREASES,
+    LIMITER_LATENCY,
+];
+
+/// Every metric a [`RateLimiter`](crate::RateLimiter) or
+/// [`KeyedRateLimiter`](crate::KeyedRateLimiter) registers.
+pub const RATE_METRICS: [&str; 11] = [
+    RATE_LIMIT,
+    RATE_MIN_LIMIT,
+    RATE_MAX_LIMIT,
+    RATE_TOKENS,
+    RATE_ADMITTED,
+    RATE_LIMITED,
+    RATE_SUCCESSES,
+    RATE_FAILURES,
+    RATE_DROPPED,
+    RATE_INCREASES,
+    RATE_DECREASES,
+];
