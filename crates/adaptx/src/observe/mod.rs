@@ -49,9 +49,9 @@
 //! | `adaptx_rate_increases_total` | counter | adjustments that raised the rate | each interval close |
 //! | `adaptx_rate_decreases_total` | counter | adjustments that lowered the rate | each interval close |
 //!
-//! The names are constants of this module ([`LIMITER_LIMIT`], …) and carry
-//! Prometheus' `_total` and unit suffixes already, so an exporter with or
-//! without its recommended naming shows them as written. Counters never go
+//! The names are constants of this module (`LIMITER_LIMIT`, …, with the
+//! feature) and carry Prometheus' `_total` and unit suffixes already, so an
+//! exporter with or without its recommended naming shows them as written. Counters never go
 //! back: [`Limiter::reset_stats`](crate::Limiter::reset_stats) zeroes
 //! [`Stats`](crate::Stats), and the exported counters go on from where they
 //! were. A keyed rate limiter has one bucket per key, too many series for a
@@ -82,7 +82,7 @@
 //! | level | message | fields | when |
 //! |---|---|---|---|
 //! | `DEBUG` | `limit changed` | `law`, `old`, `new`, `samples`, `failures` (fresh), `stale_failures`, `peak_in_flight`, `mean_latency_ms`, `rtt_min_ms` (absent before any success) | every limit change by a window |
-//! | `WARN` | `limit pinned at min_limit` | `min_limit`, `windows` | after [`MIN_LIMIT_WARN_WINDOWS`] windows in a row at `min_limit`, once per episode |
+//! | `WARN` | `limit pinned at min_limit` | `min_limit`, `windows` | after `MIN_LIMIT_WARN_WINDOWS` (10) windows in a row at `min_limit`, once per episode |
 //! | `INFO` | `limit left min_limit` | `min_limit`, `windows` | the end of an episode that was warned about |
 //!
 //! Events are emitted after the controller's lock is released, never under
