@@ -317,8 +317,20 @@ fn metrics_rejections_and_drops_count_at_once_and_refresh_occupancy() {
     assert_eq!(recorder.counter(LIMITER_REJECTED, "db"), 1);
     assert_eq!(recorder.gauge(LIMITER_IN_FLIGHT, "db"), 4.0);
     assert_eq!(recorder.gauge(LIMITER_AVAILABLE, "db"), 0.0);
+    // Another rejection at the same occupancy leaves them; one at another
+    // (a closed limiter refuses with room) sets them.
+    assert!(rig.limiter.try_acquire().is_err());
+    assert_eq!(recorder.gauge(LIMITER_IN_FLIGHT, "db"), 4.0);
     drop(last);
     assert_eq!(recorder.counter(LIMITER_DROPPED, "db"), 1);
+    rig.limiter.close();
+    assert!(matches!(
+        rig.limiter.try_acquire(),
+        Err(TryAcquireError::Closed)
+    ));
+    assert_eq!(recorder.gauge(LIMITER_IN_FLIGHT, "db"), 3.0);
+    assert_eq!(recorder.gauge(LIMITER_AVAILABLE, "db"), 1.0);
+    assert_eq!(recorder.counter(LIMITER_REJECTED, "db"), 3);
     drop(held);
     assert_eq!(recorder.counter(LIMITER_DROPPED, "db"), 4);
     assert_eq!(

@@ -48,6 +48,15 @@ pub(crate) struct LimiterMetrics {
     /// Successes and failures published so far (since build or reset).
     /// Written only under the controller mutex.
     published: [AtomicU64; 2],
+    /// The in-flight and available counts the gauges show, packed (see
+    /// [`pack`]): a storm of rejections at one occupancy sets them once.
+    occupancy: AtomicU64,
+}
+
+/// `in_flight` and `available`, each at most `MAX_LIMIT_BOUND` (< 2³¹), in
+/// one word.
+fn pack(in_flight: usize, available: usize) -> u64 {
+    ((in_flight as u64) << 32) | (available as u64 & u64::from(u32::MAX))
 }
 
 /// What a limiter's gauges show.
@@ -123,6 +132,7 @@ impl LimiterMetrics {
                 name
             ),
             published: [AtomicU64::new(0), AtomicU64::new(0)],
+            occupancy: AtomicU64::new(u64::MAX),
         };
         m.set_levels(levels);
         m
@@ -133,14 +143,24 @@ impl LimiterMetrics {
         self.limit.set(l.limit as f64);
         self.min_limit.set(l.min_limit as f64);
         self.max_limit.set(l.max_limit as f64);
-        self.set_occupancy(l.in_flight, l.available);
+        self.occupancy
+            .store(pack(l.in_flight, l.available), Ordering::Relaxed);
+        self.in_flight.set(l.in_flight as f64);
+        self.available.set(l.available as f64);
     }
 
-    /// Sets the in-flight and available gauges.
+    /// Sets the in-flight and available gauges if they show other counts: a
+    /// relaxed load when they do not. Two racing callers may leave the
+    /// gauges one reading behind the cache; the next change or window close
+    /// sets them again.
     #[inline]
     pub(crate) fn set_occupancy(&self, in_flight: usize, available: usize) {
-        self.in_flight.set(in_flight as f64);
-        self.available.set(available as f64);
+        let packed = pack(in_flight, available);
+        if self.occupancy.load(Ordering::Relaxed) != packed {
+            self.occupancy.store(packed, Ordering::Relaxed);
+            self.in_flight.set(in_flight as f64);
+            self.available.set(available as f64);
+        }
     }
 
     #[inline]
