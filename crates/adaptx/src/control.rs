@@ -89,11 +89,14 @@ impl Control {
     /// Outcomes recorded since construction or reset, with and without a
     /// latency sample: (successes, failures).
     pub(crate) fn outcomes(&self, w: &Window) -> (u64, u64) {
-        let (ok, fail) = self.totals(w);
-        (
-            ok.saturating_add(w.total(Event::SkippedOk)),
-            fail.saturating_add(w.total(Event::SkippedFail)),
-        )
+        with_skipped(self.totals(w), w)
+    }
+
+    /// [`outcomes`](Control::outcomes) without the samples of the window in
+    /// progress: no pass over its histograms. Never goes back either.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn closed_outcomes(&self, w: &Window) -> (u64, u64) {
+        with_skipped((self.closed_ok, self.closed_fail), w)
     }
 
     /// The smoothed mean latency the controller uses.
@@ -223,4 +226,12 @@ impl Control {
             }
         }
     }
+}
+
+/// Sampled outcomes `(ok, fail)` with the skipped ones of `w` added.
+fn with_skipped((ok, fail): (u64, u64), w: &Window) -> (u64, u64) {
+    (
+        ok.saturating_add(w.total(Event::SkippedOk)),
+        fail.saturating_add(w.total(Event::SkippedFail)),
+    )
 }

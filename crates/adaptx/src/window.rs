@@ -169,6 +169,10 @@ struct Stripe {
     gate: AtomicU64,
     events: [AtomicU64; 4],
     slots: [Slot; 2],
+    /// The successes of the slot handed over last, so that reading its
+    /// latencies stops at the last one. Written under the controller mutex.
+    #[cfg(feature = "metrics")]
+    handed_ok: std::sync::atomic::AtomicU64,
 }
 
 impl Stripe {
@@ -177,6 +181,8 @@ impl Stripe {
             gate: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             slots: [Slot::new(), Slot::new()],
+            #[cfg(feature = "metrics")]
+            handed_ok: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -379,6 +385,8 @@ impl Window {
         };
         for s in self.stripes.iter() {
             let (slot, ok, fail) = s.freeze();
+            #[cfg(feature = "metrics")]
+            s.handed_ok.store(ok, std::sync::atomic::Ordering::Relaxed);
             f.ok = f.ok.wrapping_add(ok);
             f.fail = f.fail.wrapping_add(fail);
             f.fresh = f
@@ -421,7 +429,10 @@ impl Window {
     pub(crate) fn closed_latencies(&self, mut f: impl FnMut(u64, u64)) {
         for s in self.stripes.iter() {
             // The hand-over made the other slot current.
-            s.slots[s.current() ^ 1].hist.for_each(&mut f);
+            let slot = &s.slots[s.current() ^ 1];
+            let ok = s.handed_ok.load(std::sync::atomic::Ordering::Relaxed);
+            slot.hist
+                .for_each_from(slot.min_rtt.load(Ordering::Relaxed), ok, &mut f);
         }
     }
 

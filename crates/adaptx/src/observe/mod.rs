@@ -188,7 +188,7 @@ impl Observer {
         {
             self.metrics
                 .set_levels(levels(c.pool, c.min_limit, c.max_limit));
-            let (success, failures) = c.control.outcomes(c.window);
+            let (success, failures) = c.control.closed_outcomes(c.window);
             self.metrics.window(c.window, [success, failures]);
         }
         Note {
