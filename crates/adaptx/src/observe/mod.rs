@@ -62,18 +62,31 @@
 //! Without the feature none of this is compiled. With it, nothing runs on a
 //! success: outcomes and latencies are published when a window closes (once
 //! per sample window, under the lock the close already takes), from the
-//! limiter's own striped counters and the window's frozen histogram.
-//! Rejections and dropped permits, which may come while no window closes,
-//! count at once through handles registered at build; the hot path takes
-//! no lock and allocates nothing either way (with Prometheus' recorder too).
-//! A window close hands the window's latencies to the recorder's histogram
-//! as `(bucket midpoint, count)` pairs, one call per non-empty bucket;
-//! what the recorder does with them is its own (Prometheus' stores them in
-//! blocks it allocates). The price is freshness:
-//! outcome counters and the histogram lag by at most one window while
-//! operations complete, and the window in progress when traffic stops is
-//! published by the next completion. A rate limiter publishes when its
-//! adjustment interval closes, which any admission attempt does.
+//! closed windows' totals, the limiter's striped counters and the frozen
+//! histogram of the window just closed, read only over the buckets its
+//! latencies span. Rejections and dropped permits, which may come while no
+//! window closes, count at once through handles registered at build (a
+//! rejection sets the occupancy gauges only when they changed). The hot
+//! path takes no lock and allocates nothing of ours either way
+//! (`tests/no_alloc.rs`, with Prometheus' recorder too).
+//!
+//! Measured in instructions (callgrind, 2026-12-01; feature off → on with no
+//! recorder → on with Prometheus' recorder): `try_acquire` + success
+//! 194 → 194 → 194 when no window closes; drop 82 → 89 → 102; rejection
+//! 41 → 70 → 78; a window close 46 970 → 47 230 → 47 600. A window close
+//! hands the window's latencies to the recorder as `(bucket midpoint,
+//! count)` pairs, one call per non-empty bucket; what the recorder does
+//! with them is its own: Prometheus' stores each sample (its `record_many`
+//! records the value `count` times, in blocks it allocates), which costs
+//! about 175 instructions per success at the close (291 → 467 per success
+//! in windows of 1000). Drop the histogram with a filter layer
+//! (`metrics_util::layers::FilterLayer`) where that matters.
+//!
+//! The price of publishing at the close is freshness: outcome counters and
+//! the histogram lag by at most one window while operations complete, and
+//! the window in progress when traffic stops is published by the next
+//! completion that closes it. A rate limiter publishes when its adjustment
+//! interval closes, which any admission attempt does.
 //!
 //! # Log events (feature `tracing`)
 //!
