@@ -21,6 +21,12 @@
 //! * `keyed`: `KeyedRateLimiter::try_acquire` + drop for a key already in a
 //!   table of 10 000 (`u64` keys and 32-byte `String` keys): the key table's
 //!   hot path.
+//! * `metrics` (with `--features metrics` only): the success path, a
+//!   rejection (one thread and two) and a window close of a limiter that
+//!   reports to Prometheus' recorder, against the same limiter built with
+//!   no recorder in force (its handles do nothing). The cost of the feature
+//!   compiled in but unused is the other groups run with and without
+//!   `--features metrics`.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -395,6 +401,68 @@ fn keyed(c: &mut Criterion) {
     g.finish();
 }
 
+#[cfg(feature = "metrics")]
+#[inline]
+fn adaptx_rejected(l: &Limiter) {
+    assert!(l.try_acquire().is_err());
+}
+
+/// The `metrics` group: each operation on a limiter that reports to a
+/// Prometheus recorder (`prometheus`) and on one built with no recorder in
+/// force (`no_recorder`).
+#[cfg(feature = "metrics")]
+fn metrics_cost(c: &mut Criterion) {
+    const WINDOW: Duration = Duration::from_secs(1);
+    let mut g = c.benchmark_group("metrics");
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let with = |f: &dyn Fn() -> Limiter| metrics::with_local_recorder(&recorder, f);
+    let full = || {
+        Limiter::builder()
+            .initial_limit(1)
+            .build()
+            .expect("valid configuration")
+    };
+    for (name, l) in [("no_recorder", limiter()), ("prometheus", with(&limiter))] {
+        g.bench_function(format!("success_{name}"), |b| {
+            b.iter(|| adaptx_success(black_box(&l)));
+        });
+        g.bench_function(format!("contended_success_{name}"), |b| {
+            b.iter_custom(|iters| two_threads(&l, iters, adaptx_success));
+        });
+    }
+    for (name, l) in [("no_recorder", full()), ("prometheus", with(&full))] {
+        let _held = l.try_acquire().expect("a permit is free");
+        g.bench_function(format!("reject_{name}"), |b| {
+            b.iter(|| adaptx_rejected(black_box(&l)));
+        });
+        g.bench_function(format!("contended_reject_{name}"), |b| {
+            b.iter_custom(|iters| two_threads(&l, iters, adaptx_rejected));
+        });
+    }
+    for name in ["no_recorder", "prometheus"] {
+        let clock = ManualClock::new();
+        let l = if name == "prometheus" {
+            with(&|| manual(&clock))
+        } else {
+            manual(&clock)
+        };
+        g.bench_function(format!("close_step_{name}"), |b| {
+            b.iter(|| {
+                clock.advance(WINDOW);
+                l.try_acquire()
+                    .expect("a permit is free")
+                    .record_with_latency(Outcome::Success, Duration::from_micros(500));
+            });
+        });
+    }
+    // Drain what the histogram kept.
+    recorder.handle().run_upkeep();
+    g.finish();
+}
+
+#[cfg(not(feature = "metrics"))]
+fn metrics_cost(_: &mut Criterion) {}
+
 criterion_group!(
     benches,
     keyed,
@@ -404,6 +472,7 @@ criterion_group!(
     window,
     stats,
     acquire_async,
-    partitioned
+    partitioned,
+    metrics_cost
 );
 criterion_main!(benches);

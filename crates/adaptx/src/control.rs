@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 use crate::law::{ControlLaw, WindowSummary};
-use crate::window::{AdaptiveWindow, Window};
+use crate::window::{AdaptiveWindow, Event, Window};
 
 /// Parameters of the controller that are not the law's.
 #[derive(Debug, Clone, Copy)]
@@ -47,10 +47,12 @@ pub(crate) struct Control {
 }
 
 /// What a window close decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Decision {
     pub(crate) old: usize,
     pub(crate) new: usize,
+    /// The window the law judged: the reason of the change.
+    pub(crate) window: WindowSummary,
 }
 
 impl Control {
@@ -88,6 +90,19 @@ impl Control {
             self.closed_ok.wrapping_add(ok),
             self.closed_fail.wrapping_add(fail),
         )
+    }
+
+    /// Outcomes recorded since construction or reset, with and without a
+    /// latency sample: (successes, failures).
+    pub(crate) fn outcomes(&self, w: &Window) -> (u64, u64) {
+        with_skipped(self.totals(w), w)
+    }
+
+    /// [`outcomes`](Control::outcomes) without the samples of the window in
+    /// progress: no pass over its histograms. Never goes back either.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn closed_outcomes(&self, w: &Window) -> (u64, u64) {
+        with_skipped((self.closed_ok, self.closed_fail), w)
     }
 
     /// The smoothed mean latency the controller uses.
@@ -185,6 +200,7 @@ impl Control {
         (next != limit).then_some(Decision {
             old: limit,
             new: next,
+            window: summary,
         })
     }
 
@@ -221,4 +237,12 @@ impl Control {
             }
         }
     }
+}
+
+/// Sampled outcomes `(ok, fail)` with the skipped ones of `w` added.
+fn with_skipped((ok, fail): (u64, u64), w: &Window) -> (u64, u64) {
+    (
+        ok.saturating_add(w.total(Event::SkippedOk)),
+        fail.saturating_add(w.total(Event::SkippedFail)),
+    )
 }

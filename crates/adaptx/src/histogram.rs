@@ -176,6 +176,30 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// Calls `f(representative, count)` for each non-empty bucket, in
+    /// increasing order (`Relaxed` loads), of a histogram that holds
+    /// `total` samples: zeros, and others no lower than `min`. Reads the
+    /// zero bucket, then from `min`'s bucket up until `total` samples were
+    /// seen, so a window's latencies cost the buckets they span, not all
+    /// 3 776. Does not allocate.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn for_each_from(&self, min: u64, total: u64, mut f: impl FnMut(u64, u64)) {
+        let mut left = total;
+        let indices = std::iter::once(0).chain(bucket_index(min).max(1)..BUCKETS);
+        for idx in indices {
+            if left == 0 {
+                break;
+            }
+            let c = self.buckets[idx].load(Ordering::Relaxed);
+            if c != 0 {
+                f(representative(idx), c);
+                left = left.saturating_sub(c);
+            }
+        }
+    }
+}
+
 impl Default for Histogram {
     fn default() -> Self {
         Self::new()
@@ -361,6 +385,31 @@ mod tests {
         let e = check(representative(idx), v, "bucket representative");
         assert!(e <= BOUND + 1e-12, "{v}: err {e} exceeds 1/128");
         e
+    }
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn for_each_from_reads_zeros_and_from_min_until_the_total() {
+        let h = Histogram::new();
+        for v in [0, 0, 5, 1_000, 1_000_000] {
+            h.record(v);
+        }
+        let seen = |min, total| {
+            let mut out = Vec::new();
+            h.for_each_from(min, total, |v, c| out.push((v, c)));
+            out
+        };
+        let all = vec![
+            (0, 2),
+            (5, 1),
+            (representative(bucket_index(1_000)), 1),
+            (representative(bucket_index(1_000_000)), 1),
+        ];
+        assert_eq!(seen(5, 5), all);
+        // It stops at the last sample: a total of 3 reads up to 5.
+        assert_eq!(seen(5, 3), all[..2]);
+        // A total larger than held reads to the end and finds the same.
+        assert_eq!(seen(5, 99), all);
     }
 
     #[test]

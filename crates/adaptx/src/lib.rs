@@ -71,6 +71,7 @@ mod histogram;
 mod law;
 mod limiter;
 mod mode;
+pub mod observe;
 mod pool;
 mod rate;
 mod rng;
@@ -90,14 +91,15 @@ pub use error::{
 pub use law::{
     Aimd, BASELINE_EXPIRY_WINDOWS, BASELINE_MATCH, BASELINE_PROBE_DROP, BASELINE_PROBE_HALVINGS,
     BASELINE_PROBE_INTERVAL, BASELINE_PROBE_JITTER, BASELINE_PROBE_RATIO, BASELINE_PROBE_WINDOWS,
-    CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, GRADIENT_QUEUE_BOUND, Gradient, Vegas,
-    WindowSummary,
+    CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, GRADIENT_QUEUE_BOUND, Gradient, LawState,
+    Vegas, WindowSummary,
 };
 pub use limiter::{
     Acquire, Algorithm, Builder, Controller, Drained, LimitChangeHook, Limiter, Outcome,
     OwnedPermit, Permit,
 };
 pub use mode::Mode;
+pub use observe::LimitChange;
 pub use pool::{
     Class, DEFAULT_PARTITION, DEFAULT_RESERVE, MAX_PARTITIONED_LIMIT, MAX_PARTITIONS, Partitions,
     QueueOrder, QueuePolicy, UnknownPartition,

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::histogram::Counts;
+use crate::law::LawState;
 use crate::mode::Mode;
 
 /// A snapshot of a limiter's counters and recent latencies, from
@@ -27,7 +28,7 @@ use crate::mode::Mode;
 /// assert_eq!(s.total, s.success + s.failures + s.dropped + s.in_flight as u64);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[non_exhaustive]
 pub struct Stats {
@@ -86,11 +87,33 @@ pub struct Stats {
     /// The limit forced by hand ([`Limiter::force_limit`](crate::Limiter::force_limit)),
     /// if any.
     pub forced_limit: Option<usize>,
+    /// The controller's RTT_min: the lowest window mean of successes,
+    /// drifting toward the average by the min-latency decay (what
+    /// [`Limiter::min_latency_estimate`](crate::Limiter::min_latency_estimate)
+    /// returns); `None` before any evaluated window.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "opt_nanos"))]
+    pub rtt_min: Option<Duration>,
+    /// The controller's moving (EMA) average of window mean latencies (what
+    /// [`Limiter::smoothed_latency`](crate::Limiter::smoothed_latency)
+    /// returns); `None` before any evaluated window.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "opt_nanos"))]
+    pub rtt_average: Option<Duration>,
+    /// What the control law has learned: with RTT_min and the average, the
+    /// reason the limit is where it is.
+    pub law_state: LawState,
 }
 
 #[cfg(feature = "serde")]
 fn nanos<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_u64(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+#[cfg(feature = "serde")]
+fn opt_nanos<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => nanos(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 impl Stats {
@@ -140,6 +163,9 @@ impl Stats {
             mode: Mode::Enforce,
             would_reject: 0,
             forced_limit: None,
+            rtt_min: None,
+            rtt_average: None,
+            law_state: LawState::Unreported,
         }
     }
 }

@@ -169,6 +169,10 @@ struct Stripe {
     gate: AtomicU64,
     events: [AtomicU64; 4],
     slots: [Slot; 2],
+    /// The successes of the slot handed over last, so that reading its
+    /// latencies stops at the last one. Written under the controller mutex.
+    #[cfg(feature = "metrics")]
+    handed_ok: std::sync::atomic::AtomicU64,
 }
 
 impl Stripe {
@@ -177,6 +181,8 @@ impl Stripe {
             gate: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             slots: [Slot::new(), Slot::new()],
+            #[cfg(feature = "metrics")]
+            handed_ok: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -379,6 +385,8 @@ impl Window {
         };
         for s in self.stripes.iter() {
             let (slot, ok, fail) = s.freeze();
+            #[cfg(feature = "metrics")]
+            s.handed_ok.store(ok, std::sync::atomic::Ordering::Relaxed);
             f.ok = f.ok.wrapping_add(ok);
             f.fail = f.fail.wrapping_add(fail);
             f.fresh = f
@@ -411,6 +419,20 @@ impl Window {
             if age < window {
                 s.slots[cur ^ 1].hist.add_to(out);
             }
+        }
+    }
+
+    /// Calls `f(nanos, count)` for the successful latencies of the window
+    /// handed over last (bucket midpoints, within 0.8 %). The caller must
+    /// hold the controller mutex: the next hand-over clears them.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn closed_latencies(&self, mut f: impl FnMut(u64, u64)) {
+        for s in self.stripes.iter() {
+            // The hand-over made the other slot current.
+            let slot = &s.slots[s.current() ^ 1];
+            let ok = s.handed_ok.load(std::sync::atomic::Ordering::Relaxed);
+            slot.hist
+                .for_each_from(slot.min_rtt.load(Ordering::Relaxed), ok, &mut f);
         }
     }
 

@@ -455,3 +455,141 @@ fn shadow_admission_above_the_limit_does_not_allocate() {
         (0, 2 * N as u64 + 1, 0)
     );
 }
+
+/// With the `metrics` feature and a Prometheus recorder, whose counters and
+/// gauges are atomics: admission, completion, rejection and a dropped
+/// permit allocate nothing (the handles were registered at build).
+#[cfg(feature = "metrics")]
+#[test]
+fn with_metrics_the_hot_path_does_not_allocate() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    // A manual clock that stays put, and a law that does not close a window
+    // on a failure: no window closes (see the next test).
+    let l = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder()
+            .name("no-alloc")
+            .algorithm(Algorithm::Aimd)
+            .clock(ManualClock::new())
+            .initial_limit(2)
+            .build()
+            .expect("valid configuration")
+    });
+    // Warm up every path once.
+    l.try_acquire().expect("free").success();
+    drop(l.try_acquire().expect("free"));
+    assert_no_alloc("with metrics: try_acquire + success/failure/drop", || {
+        for i in 0..N {
+            let p = l.try_acquire().expect("free");
+            match i % 3 {
+                0 => p.success(),
+                1 => p.failure(),
+                _ => drop(p),
+            }
+        }
+    });
+    let held = [
+        l.try_acquire().expect("free"),
+        l.try_acquire().expect("free"),
+    ];
+    assert!(l.try_acquire().is_err());
+    assert_no_alloc("with metrics: rejected try_acquire", || {
+        for _ in 0..N {
+            assert!(l.try_acquire().is_err());
+        }
+    });
+    drop(held);
+    let text = recorder.handle().render();
+    assert!(
+        text.contains("adaptx_limiter_rejected_total{limiter=\"no-alloc\"} 10001"),
+        "{text}"
+    );
+}
+
+/// A recorder whose every metric is an atomic allocated at registration:
+/// what our side of a window close allocates shows alone. (Prometheus'
+/// histogram stores the samples it is handed in blocks it allocates: that
+/// is the recorder's cost, at window closes only.)
+#[cfg(feature = "metrics")]
+#[derive(Debug, Default)]
+struct AtomicRecorder;
+
+#[cfg(feature = "metrics")]
+#[derive(Debug, Default)]
+struct Count(std::sync::atomic::AtomicU64);
+
+#[cfg(feature = "metrics")]
+impl metrics::HistogramFn for Count {
+    fn record(&self, _: f64) {
+        self.record_many(0.0, 1);
+    }
+
+    fn record_many(&self, _: f64, count: usize) {
+        self.0
+            .fetch_add(count as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl metrics::Recorder for AtomicRecorder {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::from_arc(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)))
+    }
+
+    fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        metrics::Gauge::from_arc(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0)))
+    }
+
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::from_arc(std::sync::Arc::new(Count::default()))
+    }
+}
+
+/// With the `metrics` feature: window closes publish outcomes and
+/// latencies without allocating (on a recorder that does not itself).
+#[cfg(feature = "metrics")]
+#[test]
+fn with_metrics_window_closes_do_not_allocate() {
+    let recorder = AtomicRecorder;
+    let clock = ManualClock::new();
+    let (l, _) = metrics::with_local_recorder(&recorder, || {
+        saturated_rounds(
+            "with metrics: saturated windows closing",
+            Limiter::builder()
+                .name("closes")
+                .algorithm(Algorithm::Aimd)
+                .initial_limit(4),
+            &clock,
+            2_000,
+            Duration::from_secs(1),
+            |round| (Outcome::from_success(round % 5 != 4), LATENCY),
+        )
+    });
+    let s = l.stats();
+    assert!(s.increases > 0 && s.decreases > 0, "the limit moved: {s:?}");
+}

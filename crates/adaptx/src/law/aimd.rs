@@ -1,6 +1,6 @@
 //! Additive increase, multiplicative decrease.
 
-use super::{ControlLaw, WindowSummary, decrease, utilized};
+use super::{ControlLaw, LawState, WindowSummary, decrease, utilized};
 use crate::defaults::{DEFAULT_DECREASE_RATIO, DEFAULT_INCREASE_RATE, DEFAULT_UTILIZATION};
 use crate::error::{ConfigError, open_closed, open_open};
 
@@ -158,6 +158,12 @@ impl ControlLaw for Aimd {
 
     fn reset(&mut self) {
         self.credit = 0.0;
+    }
+
+    fn state(&self) -> LawState {
+        LawState::Aimd {
+            credit: self.credit,
+        }
     }
 }
 

@@ -197,6 +197,12 @@ impl Baseline {
         *self = Self::default();
     }
 
+    /// The relearned floor, whether a re-probe runs, and the queued
+    /// windows: the law's part of a [`LawState`](super::LawState).
+    pub(crate) fn state(&self) -> (Option<f64>, bool, u32) {
+        (self.relearned, self.probe.is_some(), self.queued)
+    }
+
     /// The floor the law reads: the limiter's RTT_min, raised to what the
     /// last re-probe (and every window since) measured.
     fn floor(&self, rtt_min: Option<f64>) -> Option<f64> {

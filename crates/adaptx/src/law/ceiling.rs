@@ -1,7 +1,7 @@
 //! Ceiling: find the backend's best concurrency, rest at it, probe it
 //! rarely.
 
-use super::{ControlLaw, WindowSummary, app_limited, utilized};
+use super::{ControlLaw, LawState, WindowSummary, app_limited, utilized};
 use crate::defaults::DEFAULT_UTILIZATION;
 
 /// How much the mean latency of successes may exceed the latency floor
@@ -415,6 +415,25 @@ impl ControlLaw for Ceiling {
 
     fn reset(&mut self) {
         *self = Self::new(self.tolerance, self.utilization);
+    }
+
+    fn state(&self) -> LawState {
+        let (phase, ceiling, step) = match self.phase {
+            Phase::SlowStart => ("slow_start", None, None),
+            Phase::Known { ceiling } => ("known", Some(ceiling), None),
+            Phase::Explore { step } => ("explore", None, Some(step)),
+        };
+        LawState::Ceiling {
+            phase,
+            ceiling,
+            step,
+            floor_nanos: self.floor,
+            served: self.served,
+            served_at: self.served_at,
+            noise: self.noise,
+            probing_floor: self.floor_probe.is_some(),
+            yielding: self.yielding,
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! Latency-gradient control in the manner of Netflix's concurrency-limits.
 
 use super::baseline::{self, Baseline, DelayLaw};
-use super::{ControlLaw, WindowSummary, app_limited, decrease, utilized};
+use super::{ControlLaw, LawState, WindowSummary, app_limited, decrease, utilized};
 use crate::defaults::{DEFAULT_DECREASE_RATIO, DEFAULT_TOLERANCE, DEFAULT_UTILIZATION};
 use crate::error::{ConfigError, open_closed, open_open};
 
@@ -200,6 +200,15 @@ impl ControlLaw for Gradient {
 
     fn reset(&mut self) {
         self.baseline.reset();
+    }
+
+    fn state(&self) -> LawState {
+        let (relearned_floor_nanos, probing, queued_windows) = self.baseline.state();
+        LawState::Gradient {
+            relearned_floor_nanos,
+            probing,
+            queued_windows,
+        }
     }
 }
 

@@ -14,6 +14,7 @@ mod aimd;
 mod baseline;
 mod ceiling;
 mod gradient;
+mod state;
 mod vegas;
 
 pub use aimd::Aimd;
@@ -23,6 +24,7 @@ pub use baseline::{
 };
 pub use ceiling::{CEILING_DEFAULT_TOLERANCE, Ceiling};
 pub use gradient::{GRADIENT_QUEUE_BOUND, Gradient};
+pub use state::LawState;
 pub use vegas::Vegas;
 
 /// What happened during one sample window, as a control law sees it.
@@ -273,6 +275,15 @@ pub trait ControlLaw: Send + fmt::Debug + 'static {
     /// `false`: the window runs its full length.
     fn reacts_to_first_failure(&self) -> bool {
         false
+    }
+
+    /// What the law has learned, shown in
+    /// [`Stats::law_state`](crate::Stats::law_state) so a user can see why
+    /// the limit is where it is. Called by
+    /// [`Limiter::stats`](crate::Limiter::stats), under the controller's
+    /// lock: it must be cheap. Default [`LawState::Unreported`].
+    fn state(&self) -> LawState {
+        LawState::Unreported
     }
 }
 

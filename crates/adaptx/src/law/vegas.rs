@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::baseline::{self, Baseline, DelayLaw};
-use super::{ControlLaw, WindowSummary, app_limited, decrease, utilized};
+use super::{ControlLaw, LawState, WindowSummary, app_limited, decrease, utilized};
 use crate::defaults::{
     DEFAULT_DECREASE_RATIO, DEFAULT_TARGET_LATENCY, DEFAULT_TOLERANCE, DEFAULT_UTILIZATION,
 };
@@ -276,6 +276,15 @@ impl ControlLaw for Vegas {
 
     fn reset(&mut self) {
         self.baseline.reset();
+    }
+
+    fn state(&self) -> LawState {
+        let (relearned_floor_nanos, probing, queued_windows) = self.baseline.state();
+        LawState::Vegas {
+            relearned_floor_nanos,
+            probing,
+            queued_windows,
+        }
     }
 }
 

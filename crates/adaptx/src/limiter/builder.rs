@@ -12,13 +12,15 @@ use crate::defaults::*;
 use crate::error::{ConfigError, closed_closed, open_closed};
 use crate::law::{Aimd, CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, Gradient, Vegas};
 use crate::mode::ModeCell;
+use crate::observe::{DEFAULT_NAME, LimitChange, Observer};
 use crate::pool::{MAX_PERMITS, Partitions, Pool, QueuePolicy};
 use crate::sync::Mutex;
 use crate::sync::Padded;
 use crate::window::{AdaptiveWindow, Window};
 
-/// A callback run with `(old, new)` whenever a window moves the limit.
-pub type LimitChangeHook = Box<dyn Fn(usize, usize) + Send + Sync>;
+/// A callback run with the [`LimitChange`] whenever a window moves the
+/// limit (see [`Builder::on_limit_change_with`]).
+pub type LimitChangeHook = Box<dyn Fn(&LimitChange) + Send + Sync>;
 
 /// The built-in control laws.
 ///
@@ -107,6 +109,7 @@ pub struct Builder {
     min_latency_decay: f64,
     jitter: f64,
     op_name: Option<String>,
+    name: Option<String>,
     hook: Option<LimitChangeHook>,
     clock: Option<StdArc<dyn Clock>>,
     seed: Option<u64>,
@@ -162,6 +165,7 @@ impl Builder {
             min_latency_decay: DEFAULT_MIN_LATENCY_DECAY,
             jitter: DEFAULT_JITTER,
             op_name: None,
+            name: None,
             hook: None,
             clock: None,
             seed: None,
@@ -361,12 +365,51 @@ impl Builder {
         self
     }
 
-    /// A callback run with `(old, new)` each time a window moves the limit.
+    /// The limiter's name: the `limiter` label of its metrics (feature
+    /// `metrics`) and the `limiter` field of its log events (feature
+    /// `tracing`); see [`observe`](crate::observe). Give each limiter of a
+    /// process its own. Default [`DEFAULT_NAME`](crate::observe::DEFAULT_NAME)
+    /// (`"default"`). Must not be empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let limiter = adaptx::Limiter::builder().name("db").build()?;
+    /// assert_eq!(limiter.name(), "db");
+    ///
+    /// let err = adaptx::Limiter::builder().name("").build().unwrap_err();
+    /// assert_eq!(err.to_string(), "invalid name: \"\" (allowed: a non-empty name)");
+    /// # Ok::<(), adaptx::ConfigError>(())
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.fixed.get_or_insert("name");
+        self.name = Some(name.into());
+        self
+    }
+
+    /// A callback run with `(old, new)` each time a window moves the limit:
+    /// [`on_limit_change_with`](Builder::on_limit_change_with) for a hook
+    /// that needs only the two limits. The two set the same hook: the later
+    /// call wins.
+    pub fn on_limit_change(self, hook: impl Fn(usize, usize) + Send + Sync + 'static) -> Self {
+        self.on_limit_change_with(move |c: &LimitChange| hook(c.old, c.new))
+    }
+
+    /// A callback run with the [`LimitChange`] — old and new limit, the law
+    /// and the window that decided — each time a window moves the limit.
     ///
     /// It runs synchronously on the thread whose completion closed the
     /// window, after the controller's lock is released. It must not block;
-    /// a panic in it is caught and discarded.
-    pub fn on_limit_change(mut self, hook: impl Fn(usize, usize) + Send + Sync + 'static) -> Self {
+    /// a panic in it is caught and discarded. [`reset_stats`](Limiter::reset_stats)
+    /// does not call it. It replaces a hook set earlier by either method.
+    ///
+    /// # Examples
+    ///
+    /// See [`LimitChange`].
+    pub fn on_limit_change_with(
+        mut self,
+        hook: impl Fn(&LimitChange) + Send + Sync + 'static,
+    ) -> Self {
         self.fixed.get_or_insert("on_limit_change");
         self.hook = Some(Box::new(hook));
         self
@@ -434,6 +477,9 @@ impl Builder {
         if self.op_name.as_deref() == Some("") {
             return Err(ConfigError::new("op_name", "", "a non-empty name"));
         }
+        if self.name.as_deref() == Some("") {
+            return Err(ConfigError::new("name", "", "a non-empty name"));
+        }
 
         let discipline = self.queue.discipline()?;
         let table = match &self.partitions {
@@ -457,9 +503,12 @@ impl Builder {
         };
         let now = clock.now_nanos();
         let seed = self.seed.unwrap_or_else(|| fastrand::u64(..));
+        let pool = Pool::with(initial, discipline, table, Some(clock.clone()));
+        let name: Box<str> = self.name.as_deref().unwrap_or(DEFAULT_NAME).into();
+        let observe = Observer::new(&name, &pool, cfg.min_limit, cfg.max_limit);
         Ok(Limiter::from_inner(Inner {
             hot: Padded(Hot {
-                pool: Pool::with(initial, discipline, table, Some(clock.clone())),
+                pool,
                 window: Window::new(now),
             }),
             clock,
@@ -470,6 +519,8 @@ impl Builder {
             control: Mutex::new(Control::new(law, seed, cfg)),
             hook: self.hook.take(),
             counters: Counters::default(),
+            name,
+            observe,
             admission: AdmissionConfig {
                 queue_timeout: self.queue.waiter_timeout(),
                 reject_delay: self.reject_delay,

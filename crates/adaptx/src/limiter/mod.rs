@@ -20,6 +20,7 @@ use crate::control::{Control, Decision};
 use crate::error::{AcquireError, AcquireTimeoutError, DrainTimeoutError, TryAcquireError};
 use crate::histogram::Counts;
 use crate::mode::ModeCell;
+use crate::observe::{Closing, LimitChange, Observer};
 use crate::pool::{Admission, Class, Pool, TryFail, UnknownPartition};
 use crate::stats::Stats;
 use crate::sync::{Arc, AtomicU64, Mutex, Ordering, Padded, lock};
@@ -127,6 +128,10 @@ pub(crate) struct Inner {
     admission: AdmissionConfig,
     /// Enforce, shadow or bypass.
     mode: ModeCell,
+    /// The name of [`Builder::name`].
+    name: Box<str>,
+    /// Metrics and log events (empty without the features).
+    observe: Observer,
     /// The run-time options as last set, for [`Limiter::reconfigure`];
     /// taken before `control` when both are.
     tuning: Mutex<Tuning>,
@@ -216,12 +221,14 @@ impl Inner {
 
     pub(crate) fn reject(&self) {
         self.hot.window.count(Event::Rejected);
+        self.observe.rejected(&self.hot.pool);
     }
 
     /// A permit handed to a waiter that gave up before seeing it: admitted
     /// and released without an outcome.
     pub(crate) fn drop_unseen(&self) {
         self.hot.window.count(Event::Dropped);
+        self.observe.dropped();
     }
 
     /// Records how an admitted operation ended, then releases its permit.
@@ -281,6 +288,7 @@ impl Inner {
     #[inline(never)]
     pub(crate) fn finish_dropped(&self, slot: u8) {
         self.hot.window.count(Event::Dropped);
+        self.observe.dropped();
         self.hot.pool.release_from(slot);
     }
 
@@ -296,7 +304,7 @@ impl Inner {
         {
             return;
         }
-        let (decision, woken) = {
+        let (decision, woken, note, min_limit) = {
             let mut control = lock(&self.control);
             // Closed limiters keep their statistics but stop adapting, and
             // so does a bypassed one.
@@ -304,7 +312,7 @@ impl Inner {
             let limit = self.hot.pool.limit();
             let cfg = control.cfg;
             let d = control.close(w, &cfg, limit, start, now, adapt);
-            let woken = d.map(|Decision { old, new }| {
+            let woken = d.map(|Decision { old, new, .. }| {
                 let c = if new > old {
                     &self.counters.increases
                 } else {
@@ -315,17 +323,28 @@ impl Inner {
                 // the windows closed; the waiters it grants are woken below.
                 self.hot.pool.set_limit_deferred(new).1
             });
-            (d, woken)
+            let note = self.observe.window_closed(Closing {
+                window: w,
+                control: &control,
+                pool: &self.hot.pool,
+                min_limit: cfg.min_limit,
+                max_limit: cfg.max_limit,
+                adapting: adapt,
+            });
+            (d, woken, note, cfg.min_limit)
         };
         // Never wake a task while holding a lock: a woken task may run at
         // once on this thread and call into the limiter.
         if let Some(woken) = woken {
             woken.wake_all();
         }
-        if let (Some(d), Some(hook)) = (decision, &self.hook) {
+        let change =
+            decision.map(|d| LimitChange::new(d.old, d.new, self.names.current(), d.window));
+        self.observe.after_close(change.as_ref(), note, min_limit);
+        if let (Some(change), Some(hook)) = (&change, &self.hook) {
             // The hook must not panic; if it does, the panic stops here so a
             // completion never fails because of an observer.
-            let _ = catch_unwind(AssertUnwindSafe(|| hook(d.old, d.new)));
+            let _ = catch_unwind(AssertUnwindSafe(|| hook(change)));
         }
     }
 }
@@ -651,6 +670,12 @@ impl Limiter {
         self.inner.hot.pool.debt()
     }
 
+    /// The limiter's name ([`Builder::name`]): the `limiter` label of its
+    /// metrics and the `limiter` field of its log events.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
     /// The name of the control law.
     pub fn algorithm(&self) -> &'static str {
         self.inner.names.current()
@@ -680,14 +705,17 @@ impl Limiter {
     pub fn stats(&self) -> Stats {
         let inner = &*self.inner;
         let c = &inner.counters;
-        let (ok, fail, cfg) = {
-            let control = lock(&inner.control);
-            let (ok, fail) = control.totals(&inner.hot.window);
-            (ok, fail, control.cfg)
-        };
         let w = &inner.hot.window;
-        let skipped_ok = w.total(Event::SkippedOk);
-        let skipped_fail = w.total(Event::SkippedFail);
+        let ((success, failures), rtt_min, rtt_average, law_state, cfg) = {
+            let control = lock(&inner.control);
+            (
+                control.outcomes(w),
+                control.floor(),
+                control.average(),
+                control.law.state(),
+                control.cfg,
+            )
+        };
         let dropped = w.total(Event::Dropped);
         let (limit, in_flight, _) = inner.hot.pool.snapshot();
         let mut counts = Counts::new();
@@ -695,8 +723,6 @@ impl Limiter {
             .hot
             .window
             .recent_latencies(inner.now(), inner.tuned.window_nanos(), &mut counts);
-        let success = ok.saturating_add(skipped_ok);
-        let failures = fail.saturating_add(skipped_fail);
         let mut stats = Stats::new(
             inner.names.current(),
             [limit, cfg.min_limit, cfg.max_limit, in_flight],
@@ -717,6 +743,9 @@ impl Limiter {
         stats.mode = inner.mode.get();
         stats.would_reject = inner.hot.pool.over_limit_admissions();
         stats.forced_limit = cfg.forced;
+        stats.rtt_min = rtt_min;
+        stats.rtt_average = rtt_average;
+        stats.law_state = law_state;
         stats
     }
 
@@ -743,7 +772,11 @@ impl Limiter {
                     .max(inner.hot.pool.in_flight())
                     .min(cfg.max_limit),
             };
-            inner.hot.pool.set_limit_deferred(limit).1
+            let woken = inner.hot.pool.set_limit_deferred(limit).1;
+            inner
+                .observe
+                .reset(&inner.hot.pool, cfg.min_limit, cfg.max_limit);
+            woken
         };
         woken.wake_all();
     }

@@ -10,6 +10,7 @@ use super::law::{RateAlgorithm, RateLaw, check_rate};
 use super::{KeyedRateLimiter, RateLimiter};
 use crate::clock::{AnyClock, Clock, SystemClock, duration_nanos};
 use crate::error::ConfigError;
+use crate::observe::DEFAULT_NAME;
 
 /// Builds a [`RateLimiter`] or a [`KeyedRateLimiter`].
 ///
@@ -54,6 +55,7 @@ pub struct RateLimiterBuilder {
     key_ttl: Duration,
     max_keys: usize,
     clock: Option<Arc<dyn Clock>>,
+    name: Option<String>,
 }
 
 impl fmt::Debug for RateLimiterBuilder {
@@ -95,6 +97,7 @@ impl RateLimiterBuilder {
             key_ttl: DEFAULT_KEY_TTL,
             max_keys: DEFAULT_MAX_KEYS,
             clock: None,
+            name: None,
         }
     }
 
@@ -210,6 +213,23 @@ impl RateLimiterBuilder {
         self
     }
 
+    /// The limiter's name: the `limiter` label of its metrics (feature
+    /// `metrics`; see [`observe`](crate::observe)). Give each limiter of a
+    /// process its own. Default [`DEFAULT_NAME`](crate::observe::DEFAULT_NAME)
+    /// (`"default"`). Must not be empty.
+    ///
+    /// # Examples
+    ///
+    /// ```
+    /// let err = adaptx::RateLimiter::builder().name("").build().unwrap_err();
+    /// assert_eq!(err.field(), "name");
+    /// assert!(adaptx::RateLimiter::builder().name("api").build().is_ok());
+    /// ```
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
     /// The time source. Default [`SystemClock`].
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
@@ -291,6 +311,9 @@ impl RateLimiterBuilder {
         if self.max_keys == 0 {
             return Err(ConfigError::new("max_keys", self.max_keys, "a count >= 1"));
         }
+        if self.name.as_deref() == Some("") {
+            return Err(ConfigError::new("name", "", "a non-empty name"));
+        }
         Ok(RateSettings {
             law,
             initial_rate: initial.clamp(law.min_rate(), law.max_rate()),
@@ -312,6 +335,7 @@ impl RateLimiterBuilder {
             duration_nanos(settings.adjust_interval),
             settings.law,
             settings.burst,
+            self.name.as_deref().unwrap_or(DEFAULT_NAME),
         );
         Ok((core, (duration_nanos(self.key_ttl), self.max_keys)))
     }

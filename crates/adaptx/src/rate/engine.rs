@@ -40,6 +40,7 @@ use super::{RateLimited, RatePermit, RateStats, lock};
 use crate::clock::AnyClock;
 use crate::error::ConfigError;
 use crate::mode::{Mode, ModeCell};
+use crate::observe::RateObserver;
 
 /// Cumulative counters.
 #[derive(Debug, Default)]
@@ -82,6 +83,8 @@ pub(crate) struct Core {
     mark: Mutex<Mark>,
     /// Enforce, shadow or bypass (see [`Mode`]).
     mode: ModeCell,
+    /// Metrics (empty without the feature).
+    observe: RateObserver,
 }
 
 impl Core {
@@ -91,6 +94,7 @@ impl Core {
         interval_nanos: u64,
         law: RateLaw,
         burst: Option<u64>,
+        name: &str,
     ) -> Self {
         let now = clock.now_nanos();
         Self {
@@ -109,6 +113,7 @@ impl Core {
                 state: law.initial_state(),
             }),
             mode: ModeCell::default(),
+            observe: RateObserver::new(name, initial_rate, law.min_rate(), law.max_rate()),
         }
     }
 
@@ -237,6 +242,9 @@ impl Core {
             old
         };
         self.change_rate(old, new);
+        // `stats` takes the lock again.
+        drop(mark);
+        self.observe.interval(|| self.stats());
     }
 
     /// Stores rate `new` (the caller holds the `mark` lock, so `old` is
@@ -302,6 +310,17 @@ impl Core {
     /// Switches the admission mode; returns the one it replaces.
     pub(crate) fn set_mode(&self, mode: Mode) -> Mode {
         self.mode.set(mode)
+    }
+
+    /// Reports the tokens an admission attempt at `now` left in its bucket
+    /// (none after a rejection).
+    #[inline]
+    pub(crate) fn observe_tokens(&self, now: u64, admitted: &Result<RatePermit, RateLimited>) {
+        self.observe.tokens(
+            now,
+            self.interval_nanos,
+            admitted.as_ref().map_or(0, RatePermit::remaining),
+        );
     }
 
     /// A snapshot of the counters (each read separately).

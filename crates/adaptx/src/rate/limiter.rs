@@ -134,7 +134,9 @@ impl RateLimiter {
         let now = core.now();
         core.maybe_adjust(now);
         let rate = core.rate();
-        core.admit(&mut lock(&self.inner.bucket), now, rate)
+        let admitted = core.admit(&mut lock(&self.inner.bucket), now, rate);
+        core.observe_tokens(now, &admitted);
+        admitted
     }
 
     /// The current rate, in requests per second.
