@@ -179,11 +179,7 @@ mod tests {
         request
             .extensions_mut()
             .insert(axum::extract::ConnectInfo(peer));
-        let response = app
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("infallible");
+        let response = app.clone().oneshot(request).await.expect("infallible");
         let status = response.status();
         let body = response
             .into_body()
