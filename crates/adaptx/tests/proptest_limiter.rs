@@ -20,14 +20,16 @@
 //!
 //! and at the end that dropping every permit leaves nothing in flight.
 
+mod common;
+
 use std::future::Future;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use adaptx::{Algorithm, Limiter, ManualClock, Outcome, OwnedPermit, TryAcquireError};
+use common::proptest_config as config;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed};
 
 /// How a held permit ends.
 #[derive(Debug, Clone, Copy)]
@@ -358,15 +360,6 @@ impl Harness {
             l.close_blocking(Duration::from_secs(1))
                 .expect("a closed limiter with nothing in flight is drained");
         }
-    }
-}
-
-fn config(cases: u32, seed: u64) -> Config {
-    Config {
-        cases,
-        rng_seed: RngSeed::Fixed(seed),
-        failure_persistence: None,
-        ..Config::default()
     }
 }
 

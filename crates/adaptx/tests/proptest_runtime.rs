@@ -21,6 +21,8 @@
 //! and at the end, with everything dropped and the mode back to enforce,
 //! exactly `limit` permits can be taken.
 
+mod common;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -29,8 +31,8 @@ use std::time::Duration;
 use adaptx::{
     Acquire, Algorithm, Class, Limiter, ManualClock, Mode, Outcome, OwnedPermit, Partitions,
 };
+use common::proptest_config as config;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -330,15 +332,6 @@ impl Harness {
         assert_eq!(all.len(), limit, "every permit is back, and no permit more");
         drop(all);
         assert_eq!(l.in_flight(), 0);
-    }
-}
-
-fn config(cases: u32, seed: u64) -> Config {
-    Config {
-        cases,
-        rng_seed: RngSeed::Fixed(seed),
-        failure_persistence: None,
-        ..Config::default()
     }
 }
 

@@ -206,3 +206,14 @@ impl ControlLaw for Recorder {
         self.react
     }
 }
+
+/// A proptest configuration: `cases` cases from the fixed `seed`, no
+/// failure persistence (the seed reproduces a failure).
+pub fn proptest_config(cases: u32, seed: u64) -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(seed),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
