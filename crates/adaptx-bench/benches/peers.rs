@@ -21,6 +21,10 @@
 //!   interval) versus `governor` (direct `RateLimiter::check()`, `u32::MAX`
 //!   per second); `adaptx_drop` is admission alone (the permit dropped
 //!   without an outcome), as close as adaptx gets to governor's work.
+//!   `adaptx_coarse` and `governor_upkeep` are the same two on clocks read
+//!   with one atomic load, stepped every 100 µs by a thread (adaptx's
+//!   `CoarseClock`, governor's `QuantaUpkeepClock`): like for like when
+//!   the clock read is taken out of both.
 //! * `middleware_axum`: a trivial axum handler called with
 //!   `ServiceExt::oneshot` on a clone of the router and a fresh request —
 //!   `bare`, `adaptx_concurrency`, `adaptx_rate` (with its default
@@ -43,7 +47,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use adaptx::{Limiter, RateLimiter};
+use adaptx::{CoarseClock, Limiter, RateLimiter};
 use adaptx_tower::{AdaptiveConcurrencyLayer, AdaptiveRateLimitLayer};
 use axum::Router;
 use axum::body::Body;
@@ -53,6 +57,8 @@ use congestion_limiter::limiter::{
 };
 use congestion_limiter::limits::Aimd;
 use criterion::{Criterion, criterion_group, criterion_main};
+use governor::clock::QuantaUpkeepClock;
+use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter as Governor};
 use http::{Request, Response};
 use tokio::sync::Semaphore;
@@ -92,6 +98,28 @@ fn congestion() -> DefaultLimiter<Aimd> {
 
 fn governor() -> governor::DefaultDirectRateLimiter {
     Governor::direct(Quota::per_second(NonZeroU32::MAX))
+}
+
+/// The coarse clocks' step.
+const COARSE_STEP: Duration = Duration::from_micros(100);
+
+/// [`rate_limiter`] on a [`CoarseClock`] stepped every [`COARSE_STEP`].
+fn rate_limiter_coarse() -> RateLimiter {
+    RateLimiter::builder()
+        .initial_rate(HUGE_RATE)
+        .max_rate(HUGE_RATE)
+        .adjust_interval(Duration::from_secs(24 * 3600))
+        .clock(CoarseClock::new(COARSE_STEP).expect("a valid resolution"))
+        .build()
+        .expect("valid configuration")
+}
+
+type UpkeepGovernor = Governor<NotKeyed, InMemoryState, QuantaUpkeepClock>;
+
+/// [`governor`] on its upkeep clock stepped every [`COARSE_STEP`].
+fn governor_upkeep() -> UpkeepGovernor {
+    let clock = QuantaUpkeepClock::from_interval(COARSE_STEP).expect("quanta's upkeep thread");
+    Governor::direct_with_clock(Quota::per_second(NonZeroU32::MAX), clock)
 }
 
 /// Polls `fut` with a no-op waker until it is ready (every future benched
@@ -141,6 +169,11 @@ fn adaptx_rate_drop(l: &RateLimiter) {
 
 #[inline]
 fn governor_check(l: &governor::DefaultDirectRateLimiter) {
+    l.check().expect("never rejects");
+}
+
+#[inline]
+fn governor_upkeep_check(l: &UpkeepGovernor) {
     l.check().expect("never rejects");
 }
 
@@ -306,6 +339,8 @@ fn concurrency_service(c: &mut Criterion) {
 fn rate(c: &mut Criterion) {
     let l = rate_limiter();
     let gov = governor();
+    let coarse = rate_limiter_coarse();
+    let gov_upkeep = governor_upkeep();
 
     let mut g = c.benchmark_group("rate_1_thread");
     g.bench_function("adaptx", |b| b.iter(|| adaptx_rate(black_box(&l))));
@@ -313,6 +348,12 @@ fn rate(c: &mut Criterion) {
         b.iter(|| adaptx_rate_drop(black_box(&l)));
     });
     g.bench_function("governor", |b| b.iter(|| governor_check(black_box(&gov))));
+    g.bench_function("adaptx_coarse", |b| {
+        b.iter(|| adaptx_rate(black_box(&coarse)));
+    });
+    g.bench_function("governor_upkeep", |b| {
+        b.iter(|| governor_upkeep_check(black_box(&gov_upkeep)));
+    });
     g.finish();
 
     let mut g = c.benchmark_group("rate_2_threads");
@@ -324,6 +365,12 @@ fn rate(c: &mut Criterion) {
     });
     g.bench_function("governor", |b| {
         b.iter_custom(|iters| two_threads(iters, || &gov, |g| governor_check(g)));
+    });
+    g.bench_function("adaptx_coarse", |b| {
+        b.iter_custom(|iters| two_threads(iters, || &coarse, |l| adaptx_rate(l)));
+    });
+    g.bench_function("governor_upkeep", |b| {
+        b.iter_custom(|iters| two_threads(iters, || &gov_upkeep, |g| governor_upkeep_check(g)));
     });
     g.finish();
 }

@@ -234,21 +234,258 @@ impl Clock for TokioClock {
     }
 }
 
-/// The clock a limiter holds: the system clock is called directly so the hot
-/// path pays no dynamic dispatch; any other clock goes through the trait.
+/// The shortest [`CoarseClock`] resolution: 10 µs.
+pub const MIN_COARSE_RESOLUTION: Duration = Duration::from_micros(10);
+
+/// The longest [`CoarseClock`] resolution: 100 ms.
+pub const MAX_COARSE_RESOLUTION: Duration = Duration::from_millis(100);
+
+/// A clock read with one atomic load: a background thread stores the
+/// [`SystemClock`]'s time every `resolution`, and `now` returns the last
+/// stored value (the idea of quanta's `Clock::recent` and of governor's
+/// `QuantaUpkeepClock`, without their process-wide state: each `CoarseClock`
+/// has its own thread, which ends when the last clone is dropped).
+///
+/// Reading the system clock is most of what an admission and a completion
+/// cost (it is read once at each, to measure latency); this one costs about
+/// as much as reading a shared variable. In exchange:
+///
+/// - **Resolution.** The time moves in steps of about `resolution` (the
+///   thread sleeps that long between stores; the OS may wake it later, so a
+///   step can be longer under load). A latency is the difference of two
+///   readings, so a single one is off by up to one step either way, but the
+///   error averages out: a request that starts at a uniformly random point
+///   of a step measures, on average, exactly its latency, and the laws use
+///   window means. Choose a resolution well below the latencies you limit on
+///   (the default window is 1 s; a 1 ms backend wants 100 µs or less).
+/// - **Lag.** A reading is at most one step (plus the thread's scheduling
+///   delay) behind the system clock, and it never goes backwards.
+/// - **A thread** per clock (and its clones), named `adaptx-coarse-clock`,
+///   asleep between stores. Share one clock between limiters by cloning it.
+///
+/// A limiter built with a `CoarseClock` reads it without dynamic dispatch, as
+/// it reads the [`SystemClock`].
+///
+/// # Examples
+///
+/// ```
+/// use adaptx::{CoarseClock, RateLimiter};
+/// use std::time::Duration;
+///
+/// let clock = CoarseClock::new(Duration::from_micros(100))?;
+/// let limiter = RateLimiter::builder().clock(clock.clone()).build()?;
+/// limiter.try_acquire()?.success();
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct CoarseClock {
+    shared: Arc<CoarseShared>,
+}
+
+/// What a [`CoarseClock`]'s handles share with its thread, which holds only a
+/// weak reference: dropping the last handle ends the thread.
+#[derive(Debug)]
+struct CoarseShared {
+    nanos: AtomicU64,
+    resolution: Duration,
+}
+
+/// Coarse clock threads alive in this process (for the tests that they end).
+#[cfg(test)]
+static COARSE_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl CoarseClock {
+    /// A coarse clock that steps about every `resolution`, and its thread.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`](crate::ConfigError) naming `resolution` when it is
+    /// outside [`MIN_COARSE_RESOLUTION`] ..= [`MAX_COARSE_RESOLUTION`], or
+    /// naming the thread when the OS refuses to start it.
+    pub fn new(resolution: Duration) -> Result<Self, crate::ConfigError> {
+        if !(MIN_COARSE_RESOLUTION..=MAX_COARSE_RESOLUTION).contains(&resolution) {
+            return Err(crate::ConfigError::new(
+                "resolution",
+                resolution,
+                "10µs ..= 100ms",
+            ));
+        }
+        let source = SystemClock::new();
+        let shared = Arc::new(CoarseShared {
+            nanos: AtomicU64::new(source.nanos()),
+            resolution,
+        });
+        let weak = Arc::downgrade(&shared);
+        #[cfg(test)]
+        COARSE_THREADS.fetch_add(1, Ordering::SeqCst);
+        let spawned = std::thread::Builder::new()
+            .name("adaptx-coarse-clock".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(resolution);
+                    let Some(shared) = weak.upgrade() else { break };
+                    // One writer storing a monotonic source: never backwards.
+                    shared.nanos.store(source.nanos(), Ordering::Release);
+                }
+                #[cfg(test)]
+                COARSE_THREADS.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            #[cfg(test)]
+            COARSE_THREADS.fetch_sub(1, Ordering::SeqCst);
+            return Err(crate::ConfigError::new(
+                "coarse clock thread",
+                e,
+                "a thread the OS can start",
+            ));
+        }
+        Ok(Self { shared })
+    }
+
+    /// The resolution it was made with.
+    pub fn resolution(&self) -> Duration {
+        self.shared.resolution
+    }
+
+    /// Nanoseconds since the system clock's origin, as of the last step.
+    #[inline]
+    pub(crate) fn nanos(&self) -> u64 {
+        self.shared.nanos.load(Ordering::Acquire)
+    }
+}
+
+impl Clock for CoarseClock {
+    #[inline]
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.nanos())
+    }
+}
+
+/// The clock a limiter holds: the system and coarse clocks are called
+/// directly so the hot path pays no dynamic dispatch; any other clock goes
+/// through the trait.
 #[derive(Debug, Clone)]
 pub(crate) enum AnyClock {
     System(SystemClock),
+    Coarse(CoarseClock),
     Custom(Arc<dyn Clock>),
 }
 
 impl AnyClock {
+    /// The clock a builder was given, or the system clock.
+    pub(crate) fn or_system(clock: Option<AnyClock>) -> Self {
+        clock.unwrap_or_else(|| AnyClock::System(SystemClock::new()))
+    }
+
     /// Nanoseconds since the clock's origin, saturating.
     #[inline]
     pub(crate) fn now_nanos(&self) -> u64 {
         match self {
             AnyClock::System(c) => c.nanos(),
+            AnyClock::Coarse(c) => c.nanos(),
             AnyClock::Custom(c) => duration_nanos(c.now()),
+        }
+    }
+}
+
+impl<C: Clock> From<C> for AnyClock {
+    /// The clock in the variant that reads it fastest.
+    fn from(clock: C) -> Self {
+        let any: &dyn std::any::Any = &clock;
+        if let Some(c) = any.downcast_ref::<SystemClock>() {
+            AnyClock::System(*c)
+        } else if let Some(c) = any.downcast_ref::<CoarseClock>() {
+            AnyClock::Coarse(c.clone())
+        } else {
+            AnyClock::Custom(Arc::new(clock))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_and_coarse_clocks_are_read_without_dynamic_dispatch() {
+        let coarse = CoarseClock::new(MAX_COARSE_RESOLUTION).unwrap();
+        assert!(matches!(
+            AnyClock::from(coarse.clone()),
+            AnyClock::Coarse(_)
+        ));
+        assert!(matches!(
+            AnyClock::from(SystemClock::new()),
+            AnyClock::System(_)
+        ));
+        assert!(matches!(
+            AnyClock::from(ManualClock::new()),
+            AnyClock::Custom(_)
+        ));
+        // Through the variant, the same time as through the trait (within
+        // the one step the thread may take between the two readings).
+        let through_any = Duration::from_nanos(AnyClock::from(coarse.clone()).now_nanos());
+        let through_trait = coarse.now();
+        assert!(through_any <= through_trait);
+        assert!(through_trait - through_any <= 2 * MAX_COARSE_RESOLUTION);
+    }
+
+    #[test]
+    fn coarse_clock_refuses_a_resolution_out_of_range() {
+        for bad in [
+            Duration::ZERO,
+            Duration::from_micros(9),
+            Duration::from_millis(101),
+        ] {
+            let e = CoarseClock::new(bad).unwrap_err().to_string();
+            assert!(
+                e.contains("resolution") && e.contains("10µs ..= 100ms"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn coarse_clock_steps_forward_and_never_back() {
+        let clock = CoarseClock::new(Duration::from_micros(200)).unwrap();
+        let system = SystemClock::new();
+        let first = clock.nanos();
+        let mut last = first;
+        let started = system.nanos();
+        // Until it has stepped a few times (bounded, not a fixed sleep).
+        while clock.nanos() < first + 2_000_000 {
+            let now = clock.nanos();
+            assert!(now >= last, "went back from {last} to {now}");
+            // Never ahead of the clock it copies.
+            assert!(now <= system.nanos());
+            last = now;
+            assert!(
+                system.nanos() - started < 10_000_000_000,
+                "the coarse clock did not move in 10 s"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn coarse_clock_thread_ends_with_the_last_clone() {
+        let clock = CoarseClock::new(Duration::from_micros(50)).unwrap();
+        let other = clock.clone();
+        let system = SystemClock::new();
+        drop(clock);
+        // A clone keeps it running: the clone's time still moves.
+        let t = other.nanos();
+        while other.nanos() == t {
+            std::thread::yield_now();
+        }
+        drop(other);
+        // The thread holds only a weak reference: it notices within a step.
+        let started = system.nanos();
+        while COARSE_THREADS.load(Ordering::SeqCst) > 0 {
+            assert!(
+                system.nanos() - started < 10_000_000_000,
+                "a coarse clock thread outlived its clocks"
+            );
+            std::thread::yield_now();
         }
     }
 }

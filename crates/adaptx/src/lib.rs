@@ -82,7 +82,9 @@ mod window;
 
 #[cfg(feature = "tokio")]
 pub use clock::TokioClock;
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{
+    Clock, CoarseClock, MAX_COARSE_RESOLUTION, MIN_COARSE_RESOLUTION, ManualClock, SystemClock,
+};
 pub use defaults::*;
 pub use error::{
     AcquireError, AcquireTimeoutError, ConfigError, DrainTimeoutError, ExecuteError, PanicError,

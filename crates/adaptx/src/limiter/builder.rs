@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::runtime::{LawNames, Tuned, Tuning};
 use super::{AdmissionConfig, Counters, Hot, Inner, Limiter};
-use crate::clock::{AnyClock, Clock, SystemClock};
+use crate::clock::{AnyClock, Clock};
 use crate::control::{Control, ControlConfig};
 use crate::defaults::*;
 use crate::error::{ConfigError, closed_closed, open_closed};
@@ -111,7 +111,7 @@ pub struct Builder {
     op_name: Option<String>,
     name: Option<String>,
     hook: Option<LimitChangeHook>,
-    clock: Option<StdArc<dyn Clock>>,
+    clock: Option<AnyClock>,
     seed: Option<u64>,
     queue: QueuePolicy,
     partitions: Option<Partitions>,
@@ -444,10 +444,12 @@ impl Builder {
         self
     }
 
-    /// The time source. Default [`SystemClock`].
+    /// The time source. Default [`SystemClock`](crate::SystemClock); a
+    /// [`CoarseClock`](crate::CoarseClock) makes every reading one atomic
+    /// load.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.fixed.get_or_insert("clock");
-        self.clock = Some(StdArc::new(clock));
+        self.clock = Some(AnyClock::from(clock));
         self
     }
 
@@ -490,10 +492,7 @@ impl Builder {
             return Err(ConfigError::new("reject_delay", Duration::ZERO, "> 0"));
         }
 
-        let clock = match self.clock.take() {
-            Some(c) => AnyClock::Custom(c),
-            None => AnyClock::System(SystemClock::new()),
-        };
+        let clock = AnyClock::or_system(self.clock.take());
         let (execute_op, try_execute_op): (StdArc<str>, StdArc<str>) = match self.op_name.take() {
             Some(name) => {
                 let name: StdArc<str> = name.into();

@@ -1,14 +1,13 @@
 //! The rate limiter builder: every option, validated.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::defaults::*;
 use super::engine::Core;
 use super::law::{RateAlgorithm, RateLaw, check_rate};
 use super::{KeyedRateLimiter, RateLimiter};
-use crate::clock::{AnyClock, Clock, SystemClock, duration_nanos};
+use crate::clock::{AnyClock, Clock, duration_nanos};
 use crate::error::ConfigError;
 use crate::observe::DEFAULT_NAME;
 
@@ -54,7 +53,7 @@ pub struct RateLimiterBuilder {
     burst: Option<u64>,
     key_ttl: Duration,
     max_keys: usize,
-    clock: Option<Arc<dyn Clock>>,
+    clock: Option<AnyClock>,
     name: Option<String>,
 }
 
@@ -230,9 +229,11 @@ impl RateLimiterBuilder {
         self
     }
 
-    /// The time source. Default [`SystemClock`].
+    /// The time source. Default [`SystemClock`](crate::SystemClock); a
+    /// [`CoarseClock`](crate::CoarseClock) makes every reading one atomic
+    /// load.
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
+        self.clock = Some(AnyClock::from(clock));
         self
     }
 
@@ -325,10 +326,7 @@ impl RateLimiterBuilder {
     /// The validated engine, and the keyed options (TTL in ns, max keys).
     fn core(self) -> Result<(Core, (u64, usize)), ConfigError> {
         let settings = self.settings()?;
-        let clock = match self.clock {
-            Some(c) => AnyClock::Custom(c),
-            None => AnyClock::System(SystemClock::new()),
-        };
+        let clock = AnyClock::or_system(self.clock);
         let core = Core::new(
             clock,
             settings.initial_rate,

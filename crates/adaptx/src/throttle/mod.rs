@@ -4,10 +4,9 @@
 mod window;
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::clock::{AnyClock, Clock, SystemClock, duration_nanos};
+use crate::clock::{AnyClock, Clock, duration_nanos};
 use crate::error::{ConfigError, closed_closed, open_closed};
 use crate::rng::{GOLDEN_GAMMA, splitmix64, unit};
 use crate::sync::{AtomicU64, Ordering};
@@ -260,7 +259,7 @@ pub struct ThrottleBuilder {
     max_probability: f64,
     min_rps: f64,
     seed: Option<u64>,
-    clock: Option<Arc<dyn Clock>>,
+    clock: Option<AnyClock>,
 }
 
 impl fmt::Debug for ThrottleBuilder {
@@ -342,9 +341,9 @@ impl ThrottleBuilder {
         self
     }
 
-    /// The clock the window runs on (default: [`SystemClock`]).
+    /// The clock the window runs on (default: [`SystemClock`](crate::SystemClock)).
     pub fn clock(mut self, clock: impl Clock) -> Self {
-        self.clock = Some(Arc::new(clock));
+        self.clock = Some(AnyClock::from(clock));
         self
     }
 
@@ -368,10 +367,7 @@ impl ThrottleBuilder {
         )?;
         let min_rps = closed_closed("min_rps", self.min_rps, 0.0, 1e9, "0 ..= 1e9")?;
         let window_nanos = duration_nanos(self.window);
-        let clock = match self.clock {
-            Some(c) => AnyClock::Custom(c),
-            None => AnyClock::System(SystemClock::new()),
-        };
+        let clock = AnyClock::or_system(self.clock);
         Ok(Throttle {
             window: CountWindow::new(window_nanos / SLICES),
             clock,
