@@ -266,6 +266,7 @@ async fn soak_both_layers_under_load_with_aborts_and_a_slowdown() {
         .adjust_interval(Duration::from_millis(100))
         // Wall-clock latency on a loaded machine may pass any target; with
         // this one only errors can cut the rate, which is what is checked.
+        // The cut on latency is tested on paused time in `paused_laws.rs`.
         .target_latency(Duration::from_secs(60))
         .build_keyed()
         .expect("valid");
@@ -392,7 +393,8 @@ async fn soak_both_layers_under_load_with_aborts_and_a_slowdown() {
     // (load 8-10 on 2 cores) the fast half's latency is inflated by
     // scheduling, and the depth of the cut with it (alone: 48 -> 2..8; under
     // load: 48 -> 18, and once not a quarter off). Gradient's response to a
-    // latency rise is pinned on a manual clock in adaptx's law tests. A
+    // latency rise is pinned on a manual clock in adaptx's law tests, and
+    // behind the layer on paused time in `paused_laws.rs`. A
     // limiter that ignored latency would never decrease (no failure ever
     // happens) and fail this.
     //
