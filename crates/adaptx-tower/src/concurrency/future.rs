@@ -13,7 +13,7 @@ use tower_service::Service;
 
 use super::body::PermitBody;
 use super::lease::Lease;
-use super::{Deadlines, ServerConfig};
+use super::{Answers, Deadlines};
 use crate::classify::{Answered, Classify, Verdict, classify_http};
 use crate::error::{BoxError, Elapsed};
 
@@ -30,7 +30,6 @@ pin_project! {
     {
         #[pin]
         state: State<S, Req>,
-        deadlines: Deadlines,
     }
 }
 
@@ -40,11 +39,13 @@ pin_project! {
     where
         S: Service<Req>,
     {
+        // Boxed: the wait (its timer, the readied service and the request)
+        // is several times the size of a running call, and every future
+        // would carry that size and copy it on each move. The queue path
+        // allocates its waiter node already; a request admitted at once
+        // allocates nothing.
         Queued {
-            #[pin]
-            sleep: Sleep,
-            acquire: Acquire<'static>,
-            call: Option<(S, Req)>,
+            queued: Pin<Box<Queued<S, Req>>>,
         },
         Running {
             #[pin]
@@ -55,6 +56,17 @@ pin_project! {
         },
         Rejected,
         Done,
+    }
+}
+
+pin_project! {
+    /// A request waiting in the limiter's queue.
+    struct Queued<S, Req> {
+        #[pin]
+        sleep: Sleep,
+        acquire: Acquire<'static>,
+        call: Option<(S, Req)>,
+        deadlines: Deadlines,
     }
 }
 
@@ -71,10 +83,10 @@ impl<S, Req> Admit<S, Req>
 where
     S: Service<Req>,
 {
+    #[inline]
     pub(super) fn running(future: S::Future, permit: OwnedPermit, deadlines: Deadlines) -> Self {
         Self {
             state: State::running(future, permit, deadlines),
-            deadlines,
         }
     }
 
@@ -87,18 +99,19 @@ where
     ) -> Self {
         Self {
             state: State::Queued {
-                sleep: tokio::time::sleep(timeout),
-                acquire,
-                call: Some((service, req)),
+                queued: Box::pin(Queued {
+                    sleep: tokio::time::sleep(timeout),
+                    acquire,
+                    call: Some((service, req)),
+                    deadlines,
+                }),
             },
-            deadlines,
         }
     }
 
     pub(super) fn rejected() -> Self {
         Self {
             state: State::Rejected,
-            deadlines: Deadlines::default(),
         }
     }
 
@@ -115,30 +128,29 @@ where
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Admitted<S::Response, S::Error>> {
-        let this = self.project();
-        let mut state = this.state;
+        let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
-                StateProj::Queued {
-                    sleep,
-                    acquire,
-                    call,
-                } => match Pin::new(acquire).poll(cx) {
-                    Poll::Ready(Ok(permit)) => {
-                        let Some((mut service, req)) = call.take() else {
-                            state.set(State::Done);
-                            continue;
-                        };
-                        let future = service.call(req);
-                        state.set(State::running(future, permit, *this.deadlines));
+                StateProj::Queued { queued } => {
+                    let queued = queued.as_mut().project();
+                    match Pin::new(queued.acquire).poll(cx) {
+                        Poll::Ready(Ok(permit)) => {
+                            let deadlines = *queued.deadlines;
+                            let Some((mut service, req)) = queued.call.take() else {
+                                state.set(State::Done);
+                                continue;
+                            };
+                            let future = service.call(req);
+                            state.set(State::running(future, permit, deadlines));
+                        }
+                        // Closed while queued: reject like a full limiter.
+                        Poll::Ready(Err(_)) => state.set(State::Rejected),
+                        Poll::Pending => {
+                            ready!(queued.sleep.poll(cx));
+                            state.set(State::Rejected);
+                        }
                     }
-                    // Closed while queued: reject like a full limiter.
-                    Poll::Ready(Err(_)) => state.set(State::Rejected),
-                    Poll::Pending => {
-                        ready!(sleep.poll(cx));
-                        state.set(State::Rejected);
-                    }
-                },
+                }
                 StateProj::Running {
                     future,
                     timer,
@@ -176,6 +188,7 @@ where
     S: Service<Req>,
 {
     /// The inner call holding `permit`, its timer started now.
+    #[inline]
     fn running(future: S::Future, permit: OwnedPermit, deadlines: Deadlines) -> Self {
         State::Running {
             future,
@@ -204,7 +217,7 @@ pin_project! {
         #[pin]
         admit: Admit<S, Req>,
         classifier: C,
-        config: ServerConfig,
+        answers: Answers,
     }
 }
 
@@ -212,11 +225,11 @@ impl<S, Req, C> ResponseFuture<S, Req, C>
 where
     S: Service<Req>,
 {
-    pub(super) fn new(admit: Admit<S, Req>, classifier: C, config: ServerConfig) -> Self {
+    pub(super) fn new(admit: Admit<S, Req>, classifier: C, answers: Answers) -> Self {
         Self {
             admit,
             classifier,
-            config,
+            answers,
         }
     }
 }
@@ -247,7 +260,7 @@ where
                 lease.finish(classify_http(this.classifier, result.as_ref()));
                 result
             }
-            Admitted::Answer(mark) => Ok(this.config.answer(mark)),
+            Admitted::Answer(mark) => Ok(this.answers.answer(mark)),
         })
     }
 }
@@ -273,7 +286,7 @@ pin_project! {
         #[pin]
         admit: Admit<S, Req>,
         classifier: C,
-        config: ServerConfig,
+        answers: Answers,
     }
 }
 
@@ -281,11 +294,11 @@ impl<S, Req, C> BodyResponseFuture<S, Req, C>
 where
     S: Service<Req>,
 {
-    pub(super) fn new(admit: Admit<S, Req>, classifier: C, config: ServerConfig) -> Self {
+    pub(super) fn new(admit: Admit<S, Req>, classifier: C, answers: Answers) -> Self {
         Self {
             admit,
             classifier,
-            config,
+            answers,
         }
     }
 }
@@ -323,7 +336,7 @@ where
                 }
             }
             Admitted::Answer(mark) => Ok(this
-                .config
+                .answers
                 .answer::<B>(mark)
                 .map(PermitBody::without_permit)),
         })

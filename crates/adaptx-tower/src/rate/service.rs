@@ -2,7 +2,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::{HeaderValue, Request, Response, StatusCode, header};
+use http::{Request, Response, StatusCode, header};
 use tower_service::Service;
 
 use super::CurrentRate;
@@ -11,6 +11,7 @@ use super::key::{RateSource, RateToken, SkipRequest};
 use super::layer::OnRateLimited;
 use crate::classify::{Answered, Classify};
 use crate::error::{MissingKey, Rejected};
+use crate::header::{Field, number};
 
 /// The service of [`AdaptiveRateLimitLayer`](crate::AdaptiveRateLimitLayer).
 ///
@@ -154,7 +155,7 @@ where
                 let secs = limited.retry_after_secs();
                 res.headers_mut()
                     .entry(header::RETRY_AFTER)
-                    .or_insert_with(|| HeaderValue::from(secs));
+                    .or_insert_with(|| number(Field::RetryAfter, secs));
                 if self.headers {
                     RateHeaders {
                         limit: limited.rate(),
