@@ -271,6 +271,27 @@ async fn server_dropped_future_releases_permit_as_dropped() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn server_ready_future_has_recorded_its_permit_before_it_is_dropped() {
+    let limiter = limiter(2);
+    let mut svc = AdaptiveConcurrencyLayer::server(limiter.clone()).layer(service_fn(handler));
+    svc.ready().await.expect("ready");
+    let mut fut = Box::pin(svc.call(get("/", "0")));
+    let res = match fut.as_mut().poll(&mut noop_cx()) {
+        Poll::Ready(res) => res.expect("infallible"),
+        Poll::Pending => panic!("a handler without delay answers at once"),
+    };
+    assert_eq!(res.status(), StatusCode::OK);
+    // The outcome is recorded when the response is ready, not when the
+    // future is dropped...
+    let s = limiter.stats();
+    assert_eq!((s.in_flight, s.success, s.dropped), (0, 1, 0), "{s:?}");
+    // ...and dropping the finished future records nothing more.
+    drop(fut);
+    let s = limiter.stats();
+    assert_eq!((s.in_flight, s.success, s.dropped), (0, 1, 0), "{s:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn server_counts_5xx_as_failures_and_samples_only_overload() {
     let limiter = limiter(4);
     let svc = AdaptiveConcurrencyLayer::server(limiter.clone()).layer(service_fn(handler));

@@ -72,8 +72,9 @@ pin_project! {
 
 /// How an [`Admit`] ended.
 pub(super) enum Admitted<T, E> {
-    /// The inner service answered while holding the permit.
-    Ran(Result<T, E>, Lease),
+    /// The inner service answered while holding the permit, which is
+    /// still in the [`Admit`] ([`Admit::end`], [`Admit::take_lease`]).
+    Ran(Result<T, E>),
     /// The layer answers itself: no permit, or the timeout ran out (its
     /// failure is already recorded).
     Answer(Answered),
@@ -115,6 +116,22 @@ where
         }
     }
 
+    /// Ends the permit of a call that [ran](Admitted::Ran) with `verdict`.
+    #[inline]
+    fn end(self: Pin<&mut Self>, verdict: Verdict) {
+        if let StateProj::Running { lease, .. } = self.project().state.project() {
+            lease.end(verdict);
+        }
+    }
+
+    /// The lease of a call that [ran](Admitted::Ran), moved out.
+    fn take_lease(self: Pin<&mut Self>) -> Lease {
+        match self.project().state.project() {
+            StateProj::Running { lease, .. } => lease.take(),
+            _ => Lease::empty(),
+        }
+    }
+
     fn state_name(&self) -> &'static str {
         match self.state {
             State::Queued { .. } => "queued",
@@ -124,6 +141,7 @@ where
         }
     }
 
+    #[inline]
     fn poll_admit(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -156,11 +174,13 @@ where
                     timer,
                     lease,
                 } => {
-                    // The response wins a tie with the timer.
+                    // The response wins a tie with the timer. Completed, the
+                    // state stays `Running` (a future is not polled again
+                    // once ready; tower's do the same): the caller ends the
+                    // lease in place, and the rest is dropped with the
+                    // future, without a move or a state change per request.
                     if let Poll::Ready(result) = future.poll(cx) {
-                        let lease = lease.take();
-                        state.set(State::Done);
-                        return Poll::Ready(Admitted::Ran(result, lease));
+                        return Poll::Ready(Admitted::Ran(result));
                     }
                     match timer.as_pin_mut() {
                         Some(timer) => ready!(timer.poll(cx)),
@@ -255,9 +275,10 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        Poll::Ready(match ready!(this.admit.poll_admit(cx)) {
-            Admitted::Ran(result, lease) => {
-                lease.finish(classify_http(this.classifier, result.as_ref()));
+        let mut admit = this.admit;
+        Poll::Ready(match ready!(admit.as_mut().poll_admit(cx)) {
+            Admitted::Ran(result) => {
+                admit.end(classify_http(this.classifier, result.as_ref()));
                 result
             }
             Admitted::Answer(mark) => Ok(this.answers.answer(mark)),
@@ -324,13 +345,17 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        Poll::Ready(match ready!(this.admit.poll_admit(cx)) {
-            Admitted::Ran(result, lease) => {
+        let mut admit = this.admit;
+        Poll::Ready(match ready!(admit.as_mut().poll_admit(cx)) {
+            Admitted::Ran(result) => {
                 let verdict = classify_http(this.classifier, result.as_ref());
                 match result {
-                    Ok(res) => Ok(res.map(|body| PermitBody::new(body, lease, verdict))),
+                    Ok(res) => {
+                        let lease = admit.take_lease();
+                        Ok(res.map(|body| PermitBody::new(body, lease, verdict)))
+                    }
                     Err(e) => {
-                        lease.finish(verdict);
+                        admit.end(verdict);
                         Err(e)
                     }
                 }
