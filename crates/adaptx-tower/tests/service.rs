@@ -357,6 +357,49 @@ async fn rate_429_headers_and_current_rate() {
 }
 
 #[tokio::test]
+async fn rate_reset_header_is_unix_seconds_when_a_token_is_due() {
+    let unix = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs()
+    };
+    let rate = RateLimiter::builder()
+        .initial_rate(1)
+        .min_rate(1)
+        .burst(1)
+        .build()
+        .expect("valid limiter");
+    let svc = AdaptiveRateLimitLayer::new(rate).layer(service_fn(handler));
+    let reset = |res: &Response<Body>| -> u64 {
+        res.headers()["x-ratelimit-reset"]
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("a number")
+    };
+    let before = unix();
+    let admitted = svc.clone().oneshot(get("/", "0")).await.expect("ok");
+    let limited = svc.oneshot(get("/", "0")).await.expect("ok");
+    let after = unix();
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .expect("ascii")
+        .parse()
+        .expect("a number");
+    // Whole seconds from a clock that may lag the precise one by a tick.
+    assert!(
+        (before..=after + 1).contains(&reset(&admitted)),
+        "{admitted:?}"
+    );
+    assert!(
+        (before + wait - 1..=after + wait).contains(&reset(&limited)),
+        "{limited:?}"
+    );
+}
+
+#[tokio::test]
 async fn rate_keyed_by_header_and_skip() {
     let limiter = RateLimiter::builder()
         .initial_rate(10)

@@ -1,5 +1,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+#[cfg(not(target_os = "linux"))]
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use http::{Request, Response, StatusCode, header};
@@ -101,10 +102,26 @@ fn no_key<B: Default>(missing: &MissingKey) -> Response<B> {
 
 /// Unix time in whole seconds, `secs` from now.
 fn unix_in(secs: u64) -> u64 {
-    let now = SystemTime::now()
+    unix_now().saturating_add(secs)
+}
+
+/// Unix time in whole seconds. On Linux from the coarse real-time clock
+/// (`CLOCK_REALTIME_COARSE`): its resolution of a few milliseconds does not
+/// matter to a count of seconds, and it costs 4 ns where `SystemTime::now`
+/// costs 39 (measured on the benchmark machine); it is read on every
+/// admitted request's path.
+#[cfg(target_os = "linux")]
+fn unix_now() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    u64::try_from(now.tv_sec).unwrap_or(0)
+}
+
+/// Unix time in whole seconds.
+#[cfg(not(target_os = "linux"))]
+fn unix_now() -> u64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    now.saturating_add(secs)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl<S, L, C, R, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdaptiveRateLimit<S, L, C, R, P>
