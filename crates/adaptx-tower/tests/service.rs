@@ -371,8 +371,8 @@ async fn rate_reset_header_is_unix_seconds_when_a_token_is_due() {
         .build()
         .expect("valid limiter");
     let svc = AdaptiveRateLimitLayer::new(rate).layer(service_fn(handler));
-    let reset = |res: &Response<Body>| -> u64 {
-        res.headers()["x-ratelimit-reset"]
+    let number = |res: &Response<Body>, name: &str| -> u64 {
+        res.headers()[name]
             .to_str()
             .expect("ascii")
             .parse()
@@ -383,11 +383,8 @@ async fn rate_reset_header_is_unix_seconds_when_a_token_is_due() {
     let limited = svc.oneshot(get("/", "0")).await.expect("ok");
     let after = unix();
     assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
-    let wait: u64 = limited.headers()["retry-after"]
-        .to_str()
-        .expect("ascii")
-        .parse()
-        .expect("a number");
+    let wait = number(&limited, "retry-after");
+    let reset = |res: &Response<Body>| number(res, "x-ratelimit-reset");
     // Whole seconds from a clock that may lag the precise one by a tick.
     assert!(
         (before..=after + 1).contains(&reset(&admitted)),
