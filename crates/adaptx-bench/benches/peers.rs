@@ -15,7 +15,10 @@
 //!   `poll_ready` + `call` + the response future polled once (no-op waker)
 //!   on a `service_fn` that answers at once — `bare`, wrapped in
 //!   `tower_concurrency_limit` (`tower::limit::ConcurrencyLimit`) and in
-//!   `adaptx_layer` (`AdaptiveConcurrencyLayer::server`).
+//!   `adaptx_layer` (`AdaptiveConcurrencyLayer::server`); uncontended, also
+//!   `adaptx_limiter_owned`, the limiter's share of `adaptx_layer` (the owned
+//!   permit the service takes, recorded as a success), so that `adaptx_layer`
+//!   − `bare` − `adaptx_limiter_owned` is the service's own overhead.
 //! * `rate_1_thread` / `rate_2_threads`: `adaptx` (`RateLimiter::try_acquire`
 //!   then `success`, a rate of 10^9/s that never rejects, 24 h adjust
 //!   interval) versus `governor` (direct `RateLimiter::check()`, `u32::MAX`
@@ -314,6 +317,18 @@ fn concurrency_service(c: &mut Criterion) {
     });
     let mut s = adaptx_svc.clone();
     g.bench_function("adaptx_layer", |b| b.iter(|| call_service(&mut s)));
+    // The limiter's share of `adaptx_layer`: the owned permit the service
+    // takes, recorded as a success. `adaptx_layer` − `bare` − this is the
+    // service's own overhead.
+    let l = adaptx_svc.limiter().clone();
+    g.bench_function("adaptx_limiter_owned", |b| {
+        b.iter(|| {
+            black_box(&l)
+                .try_acquire_owned()
+                .expect("a permit is free")
+                .success();
+        });
+    });
     g.finish();
 
     // Each thread drives its own clone; the clones share one semaphore / limiter.

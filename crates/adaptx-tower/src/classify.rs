@@ -158,6 +158,7 @@ where
 
 /// The verdict of an HTTP layer on `result`: the [`Answered`] mark if an
 /// adaptx layer produced the response, else the classifier's.
+#[inline]
 pub(crate) fn classify_http<C, B, E>(classifier: &C, result: Result<&Response<B>, &E>) -> Verdict
 where
     C: Classify<Response<B>, E>,

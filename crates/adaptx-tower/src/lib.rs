@@ -25,6 +25,7 @@
 mod classify;
 mod concurrency;
 mod error;
+mod header;
 mod rate;
 mod throttle;
 

@@ -271,6 +271,27 @@ async fn server_dropped_future_releases_permit_as_dropped() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn server_ready_future_has_recorded_its_permit_before_it_is_dropped() {
+    let limiter = limiter(2);
+    let mut svc = AdaptiveConcurrencyLayer::server(limiter.clone()).layer(service_fn(handler));
+    svc.ready().await.expect("ready");
+    let mut fut = Box::pin(svc.call(get("/", "0")));
+    let res = match fut.as_mut().poll(&mut noop_cx()) {
+        Poll::Ready(res) => res.expect("infallible"),
+        Poll::Pending => panic!("a handler without delay answers at once"),
+    };
+    assert_eq!(res.status(), StatusCode::OK);
+    // The outcome is recorded when the response is ready, not when the
+    // future is dropped...
+    let s = limiter.stats();
+    assert_eq!((s.in_flight, s.success, s.dropped), (0, 1, 0), "{s:?}");
+    // ...and dropping the finished future records nothing more.
+    drop(fut);
+    let s = limiter.stats();
+    assert_eq!((s.in_flight, s.success, s.dropped), (0, 1, 0), "{s:?}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn server_counts_5xx_as_failures_and_samples_only_overload() {
     let limiter = limiter(4);
     let svc = AdaptiveConcurrencyLayer::server(limiter.clone()).layer(service_fn(handler));
@@ -333,6 +354,46 @@ async fn rate_429_headers_and_current_rate() {
     assert_eq!(res.body(), "wait 1s");
     assert_eq!(res.headers()["retry-after"], "1");
     assert!(!res.headers().contains_key("x-ratelimit-limit"));
+}
+
+#[tokio::test]
+async fn rate_reset_header_is_unix_seconds_when_a_token_is_due() {
+    let unix = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs()
+    };
+    let rate = RateLimiter::builder()
+        .initial_rate(1)
+        .min_rate(1)
+        .burst(1)
+        .build()
+        .expect("valid limiter");
+    let svc = AdaptiveRateLimitLayer::new(rate).layer(service_fn(handler));
+    let number = |res: &Response<Body>, name: &str| -> u64 {
+        res.headers()[name]
+            .to_str()
+            .expect("ascii")
+            .parse()
+            .expect("a number")
+    };
+    let before = unix();
+    let admitted = svc.clone().oneshot(get("/", "0")).await.expect("ok");
+    let limited = svc.oneshot(get("/", "0")).await.expect("ok");
+    let after = unix();
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait = number(&limited, "retry-after");
+    let reset = |res: &Response<Body>| number(res, "x-ratelimit-reset");
+    // Whole seconds from a clock that may lag the precise one by a tick.
+    assert!(
+        (before..=after + 1).contains(&reset(&admitted)),
+        "{admitted:?}"
+    );
+    assert!(
+        (before + wait - 1..=after + wait).contains(&reset(&limited)),
+        "{limited:?}"
+    );
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use tower_service::Service;
 
 use super::body::PermitBody;
 use super::lease::Lease;
-use super::{Deadlines, ServerConfig};
+use super::{Answers, Deadlines};
 use crate::classify::{Answered, Classify, Verdict, classify_http};
 use crate::error::{BoxError, Elapsed};
 
@@ -30,7 +30,6 @@ pin_project! {
     {
         #[pin]
         state: State<S, Req>,
-        deadlines: Deadlines,
     }
 }
 
@@ -40,11 +39,13 @@ pin_project! {
     where
         S: Service<Req>,
     {
+        // Boxed: the wait (its timer, the readied service and the request)
+        // is several times the size of a running call, and every future
+        // would carry that size and copy it on each move. The queue path
+        // allocates its waiter node already; a request admitted at once
+        // allocates nothing.
         Queued {
-            #[pin]
-            sleep: Sleep,
-            acquire: Acquire<'static>,
-            call: Option<(S, Req)>,
+            queued: Pin<Box<Queued<S, Req>>>,
         },
         Running {
             #[pin]
@@ -58,10 +59,22 @@ pin_project! {
     }
 }
 
+pin_project! {
+    /// A request waiting in the limiter's queue.
+    struct Queued<S, Req> {
+        #[pin]
+        sleep: Sleep,
+        acquire: Acquire<'static>,
+        call: Option<(S, Req)>,
+        deadlines: Deadlines,
+    }
+}
+
 /// How an [`Admit`] ended.
 pub(super) enum Admitted<T, E> {
-    /// The inner service answered while holding the permit.
-    Ran(Result<T, E>, Lease),
+    /// The inner service answered while holding the permit, which is
+    /// still in the [`Admit`] ([`Admit::end`], [`Admit::take_lease`]).
+    Ran(Result<T, E>),
     /// The layer answers itself: no permit, or the timeout ran out (its
     /// failure is already recorded).
     Answer(Answered),
@@ -71,10 +84,10 @@ impl<S, Req> Admit<S, Req>
 where
     S: Service<Req>,
 {
+    #[inline]
     pub(super) fn running(future: S::Future, permit: OwnedPermit, deadlines: Deadlines) -> Self {
         Self {
             state: State::running(future, permit, deadlines),
-            deadlines,
         }
     }
 
@@ -87,18 +100,35 @@ where
     ) -> Self {
         Self {
             state: State::Queued {
-                sleep: tokio::time::sleep(timeout),
-                acquire,
-                call: Some((service, req)),
+                queued: Box::pin(Queued {
+                    sleep: tokio::time::sleep(timeout),
+                    acquire,
+                    call: Some((service, req)),
+                    deadlines,
+                }),
             },
-            deadlines,
         }
     }
 
     pub(super) fn rejected() -> Self {
         Self {
             state: State::Rejected,
-            deadlines: Deadlines::default(),
+        }
+    }
+
+    /// Ends the permit of a call that [ran](Admitted::Ran) with `verdict`.
+    #[inline]
+    fn end(self: Pin<&mut Self>, verdict: Verdict) {
+        if let StateProj::Running { lease, .. } = self.project().state.project() {
+            lease.end(verdict);
+        }
+    }
+
+    /// The lease of a call that [ran](Admitted::Ran), moved out.
+    fn take_lease(self: Pin<&mut Self>) -> Lease {
+        match self.project().state.project() {
+            StateProj::Running { lease, .. } => lease.take(),
+            _ => Lease::empty(),
         }
     }
 
@@ -111,44 +141,46 @@ where
         }
     }
 
+    #[inline]
     fn poll_admit(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Admitted<S::Response, S::Error>> {
-        let this = self.project();
-        let mut state = this.state;
+        let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
-                StateProj::Queued {
-                    sleep,
-                    acquire,
-                    call,
-                } => match Pin::new(acquire).poll(cx) {
-                    Poll::Ready(Ok(permit)) => {
-                        let Some((mut service, req)) = call.take() else {
-                            state.set(State::Done);
-                            continue;
-                        };
-                        let future = service.call(req);
-                        state.set(State::running(future, permit, *this.deadlines));
+                StateProj::Queued { queued } => {
+                    let queued = queued.as_mut().project();
+                    match Pin::new(queued.acquire).poll(cx) {
+                        Poll::Ready(Ok(permit)) => {
+                            let deadlines = *queued.deadlines;
+                            let Some((mut service, req)) = queued.call.take() else {
+                                state.set(State::Done);
+                                continue;
+                            };
+                            let future = service.call(req);
+                            state.set(State::running(future, permit, deadlines));
+                        }
+                        // Closed while queued: reject like a full limiter.
+                        Poll::Ready(Err(_)) => state.set(State::Rejected),
+                        Poll::Pending => {
+                            ready!(queued.sleep.poll(cx));
+                            state.set(State::Rejected);
+                        }
                     }
-                    // Closed while queued: reject like a full limiter.
-                    Poll::Ready(Err(_)) => state.set(State::Rejected),
-                    Poll::Pending => {
-                        ready!(sleep.poll(cx));
-                        state.set(State::Rejected);
-                    }
-                },
+                }
                 StateProj::Running {
                     future,
                     timer,
                     lease,
                 } => {
-                    // The response wins a tie with the timer.
+                    // The response wins a tie with the timer. Completed, the
+                    // state stays `Running` (a future is not polled again
+                    // once ready; tower's do the same): the caller ends the
+                    // lease in place, and the rest is dropped with the
+                    // future, without a move or a state change per request.
                     if let Poll::Ready(result) = future.poll(cx) {
-                        let lease = lease.take();
-                        state.set(State::Done);
-                        return Poll::Ready(Admitted::Ran(result, lease));
+                        return Poll::Ready(Admitted::Ran(result));
                     }
                     match timer.as_pin_mut() {
                         Some(timer) => ready!(timer.poll(cx)),
@@ -176,6 +208,7 @@ where
     S: Service<Req>,
 {
     /// The inner call holding `permit`, its timer started now.
+    #[inline]
     fn running(future: S::Future, permit: OwnedPermit, deadlines: Deadlines) -> Self {
         State::Running {
             future,
@@ -204,7 +237,7 @@ pin_project! {
         #[pin]
         admit: Admit<S, Req>,
         classifier: C,
-        config: ServerConfig,
+        answers: Answers,
     }
 }
 
@@ -212,11 +245,11 @@ impl<S, Req, C> ResponseFuture<S, Req, C>
 where
     S: Service<Req>,
 {
-    pub(super) fn new(admit: Admit<S, Req>, classifier: C, config: ServerConfig) -> Self {
+    pub(super) fn new(admit: Admit<S, Req>, classifier: C, answers: Answers) -> Self {
         Self {
             admit,
             classifier,
-            config,
+            answers,
         }
     }
 }
@@ -242,12 +275,13 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        Poll::Ready(match ready!(this.admit.poll_admit(cx)) {
-            Admitted::Ran(result, lease) => {
-                lease.finish(classify_http(this.classifier, result.as_ref()));
+        let mut admit = this.admit;
+        Poll::Ready(match ready!(admit.as_mut().poll_admit(cx)) {
+            Admitted::Ran(result) => {
+                admit.end(classify_http(this.classifier, result.as_ref()));
                 result
             }
-            Admitted::Answer(mark) => Ok(this.config.answer(mark)),
+            Admitted::Answer(mark) => Ok(this.answers.answer(mark)),
         })
     }
 }
@@ -273,7 +307,7 @@ pin_project! {
         #[pin]
         admit: Admit<S, Req>,
         classifier: C,
-        config: ServerConfig,
+        answers: Answers,
     }
 }
 
@@ -281,11 +315,11 @@ impl<S, Req, C> BodyResponseFuture<S, Req, C>
 where
     S: Service<Req>,
 {
-    pub(super) fn new(admit: Admit<S, Req>, classifier: C, config: ServerConfig) -> Self {
+    pub(super) fn new(admit: Admit<S, Req>, classifier: C, answers: Answers) -> Self {
         Self {
             admit,
             classifier,
-            config,
+            answers,
         }
     }
 }
@@ -311,19 +345,23 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        Poll::Ready(match ready!(this.admit.poll_admit(cx)) {
-            Admitted::Ran(result, lease) => {
+        let mut admit = this.admit;
+        Poll::Ready(match ready!(admit.as_mut().poll_admit(cx)) {
+            Admitted::Ran(result) => {
                 let verdict = classify_http(this.classifier, result.as_ref());
                 match result {
-                    Ok(res) => Ok(res.map(|body| PermitBody::new(body, lease, verdict))),
+                    Ok(res) => {
+                        let lease = admit.take_lease();
+                        Ok(res.map(|body| PermitBody::new(body, lease, verdict)))
+                    }
                     Err(e) => {
-                        lease.finish(verdict);
+                        admit.end(verdict);
                         Err(e)
                     }
                 }
             }
             Admitted::Answer(mark) => Ok(this
-                .config
+                .answers
                 .answer::<B>(mark)
                 .map(PermitBody::without_permit)),
         })

@@ -137,20 +137,20 @@ impl<C> AdaptiveConcurrencyLayer<C> {
     /// The status of rejections (default
     /// [`DEFAULT_REJECTION_STATUS`](crate::DEFAULT_REJECTION_STATUS), 503).
     pub fn rejection_status(mut self, status: StatusCode) -> Self {
-        self.config.status = status;
+        self.config.answers.status = status;
         self
     }
 
     /// The `Retry-After` of rejections, in seconds (default
     /// [`DEFAULT_RETRY_AFTER_SECS`](crate::DEFAULT_RETRY_AFTER_SECS), 1).
     pub fn retry_after(mut self, secs: u64) -> Self {
-        self.config.retry_after = Some(secs);
+        self.config.answers.retry_after = Some(secs);
         self
     }
 
     /// Sends rejections without a `Retry-After` header.
     pub fn no_retry_after(mut self) -> Self {
-        self.config.retry_after = None;
+        self.config.answers.retry_after = None;
         self
     }
 
@@ -212,7 +212,7 @@ impl<C> AdaptiveConcurrencyLayer<C> {
     /// [`DEFAULT_TIMEOUT_STATUS`](crate::DEFAULT_TIMEOUT_STATUS), 504; 503
     /// if clients should retry elsewhere).
     pub fn timeout_status(mut self, status: StatusCode) -> Self {
-        self.config.timeout_status = status;
+        self.config.answers.timeout_status = status;
         self
     }
 

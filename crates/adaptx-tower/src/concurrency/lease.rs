@@ -62,6 +62,13 @@ impl Lease {
 
     /// Ends the permit with `verdict`.
     pub(crate) fn finish(mut self, verdict: Verdict) {
+        self.end(verdict);
+    }
+
+    /// Ends the permit with `verdict` in place, leaving the lease empty
+    /// (no move of the lease: this is on every request's path).
+    #[inline]
+    pub(crate) fn end(&mut self, verdict: Verdict) {
         if let Some(permit) = self.permit.take() {
             record(permit, verdict);
         }

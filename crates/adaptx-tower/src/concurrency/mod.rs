@@ -25,6 +25,7 @@ use http::StatusCode;
 use tokio::time::Sleep;
 
 use crate::classify::Answered;
+use crate::header::{Field, number};
 
 /// The `Retry-After` the server-side layer sends with its rejections, in
 /// seconds, unless [`retry_after`](AdaptiveConcurrencyLayer::retry_after)
@@ -60,28 +61,34 @@ impl Deadlines {
 }
 
 /// How the server-side layer rejects and times out.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct ServerConfig {
-    pub(crate) status: StatusCode,
-    pub(crate) timeout_status: StatusCode,
-    pub(crate) retry_after: Option<u64>,
+    pub(crate) answers: Answers,
     pub(crate) queue_timeout: Option<Duration>,
     pub(crate) deadlines: Deadlines,
 }
 
-impl Default for ServerConfig {
+/// What the server-side layer answers with when it answers itself: all a
+/// response future needs of the layer's configuration (it is carried by
+/// every future, so it is kept small).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Answers {
+    pub(crate) status: StatusCode,
+    pub(crate) timeout_status: StatusCode,
+    pub(crate) retry_after: Option<u64>,
+}
+
+impl Default for Answers {
     fn default() -> Self {
         Self {
             status: DEFAULT_REJECTION_STATUS,
             timeout_status: DEFAULT_TIMEOUT_STATUS,
             retry_after: Some(DEFAULT_RETRY_AFTER_SECS),
-            queue_timeout: None,
-            deadlines: Deadlines::default(),
         }
     }
 }
 
-impl ServerConfig {
+impl Answers {
     /// The layer's own answer for `mark`: the rejection status (or the
     /// timeout status for [`Answered::TimedOut`]), `Retry-After`, an empty
     /// body, and the mark.
@@ -93,7 +100,7 @@ impl ServerConfig {
         };
         if let Some(secs) = self.retry_after {
             res.headers_mut()
-                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+                .insert(http::header::RETRY_AFTER, number(Field::RetryAfter, secs));
         }
         mark.mark(res)
     }

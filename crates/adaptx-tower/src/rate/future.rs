@@ -4,12 +4,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use adaptx::RatePermit;
-use http::{HeaderValue, Response};
+use http::Response;
 use pin_project_lite::pin_project;
 
 use super::key::RateToken;
 use super::{X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
 use crate::classify::{Classify, classify_http, finish_rate_permit};
+use crate::header::{Field, number};
 
 /// The `X-RateLimit-*` values of one response.
 #[derive(Debug, Clone, Copy)]
@@ -22,9 +23,12 @@ pub(crate) struct RateHeaders {
 impl RateHeaders {
     pub(crate) fn apply<B>(self, res: &mut Response<B>) {
         let h = res.headers_mut();
-        h.insert(X_RATELIMIT_LIMIT, HeaderValue::from(self.limit));
-        h.insert(X_RATELIMIT_REMAINING, HeaderValue::from(self.remaining));
-        h.insert(X_RATELIMIT_RESET, HeaderValue::from(self.reset));
+        h.insert(X_RATELIMIT_LIMIT, number(Field::Limit, self.limit));
+        h.insert(
+            X_RATELIMIT_REMAINING,
+            number(Field::Remaining, self.remaining),
+        );
+        h.insert(X_RATELIMIT_RESET, number(Field::Reset, self.reset));
     }
 }
 

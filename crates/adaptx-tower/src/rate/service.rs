@@ -1,8 +1,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+#[cfg(not(target_os = "linux"))]
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use http::{HeaderValue, Request, Response, StatusCode, header};
+use http::{Request, Response, StatusCode, header};
 use tower_service::Service;
 
 use super::CurrentRate;
@@ -11,6 +12,7 @@ use super::key::{RateSource, RateToken, SkipRequest};
 use super::layer::OnRateLimited;
 use crate::classify::{Answered, Classify};
 use crate::error::{MissingKey, Rejected};
+use crate::header::{Field, number};
 
 /// The service of [`AdaptiveRateLimitLayer`](crate::AdaptiveRateLimitLayer).
 ///
@@ -100,10 +102,26 @@ fn no_key<B: Default>(missing: &MissingKey) -> Response<B> {
 
 /// Unix time in whole seconds, `secs` from now.
 fn unix_in(secs: u64) -> u64 {
-    let now = SystemTime::now()
+    unix_now().saturating_add(secs)
+}
+
+/// Unix time in whole seconds. On Linux from the coarse real-time clock
+/// (`CLOCK_REALTIME_COARSE`): its resolution of a few milliseconds does not
+/// matter to a count of seconds, and it costs 4 ns where `SystemTime::now`
+/// costs 39 (measured on the benchmark machine); it is read on every
+/// admitted request's path.
+#[cfg(target_os = "linux")]
+fn unix_now() -> u64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+    u64::try_from(now.tv_sec).unwrap_or(0)
+}
+
+/// Unix time in whole seconds.
+#[cfg(not(target_os = "linux"))]
+fn unix_now() -> u64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    now.saturating_add(secs)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl<S, L, C, R, P, ReqBody, ResBody> Service<Request<ReqBody>> for AdaptiveRateLimit<S, L, C, R, P>
@@ -154,7 +172,7 @@ where
                 let secs = limited.retry_after_secs();
                 res.headers_mut()
                     .entry(header::RETRY_AFTER)
-                    .or_insert_with(|| HeaderValue::from(secs));
+                    .or_insert_with(|| number(Field::RetryAfter, secs));
                 if self.headers {
                     RateHeaders {
                         limit: limited.rate(),

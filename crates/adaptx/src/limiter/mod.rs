@@ -401,6 +401,7 @@ impl Limiter {
     /// # Errors
     ///
     /// As [`try_acquire`](Limiter::try_acquire).
+    #[inline]
     pub fn try_acquire_owned(&self) -> Result<OwnedPermit, TryAcquireError> {
         self.try_acquire_owned_as(Class::default())
     }
@@ -589,6 +590,7 @@ impl Limiter {
     /// # Errors
     ///
     /// As [`try_acquire`](Limiter::try_acquire).
+    #[inline]
     pub fn try_acquire_owned_as(&self, class: Class) -> Result<OwnedPermit, TryAcquireError> {
         match self.inner.try_admit(class.slot) {
             Ok(a) => Ok(Permit::new(
