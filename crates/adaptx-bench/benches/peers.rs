@@ -18,7 +18,8 @@
 //!   `adaptx_layer` (`AdaptiveConcurrencyLayer::server`); uncontended, also
 //!   `adaptx_limiter_owned`, the limiter's share of `adaptx_layer` (the owned
 //!   permit the service takes, recorded as a success), so that `adaptx_layer`
-//!   − `bare` − `adaptx_limiter_owned` is the service's own overhead.
+//!   − `bare` − `adaptx_limiter_owned` is the service's own overhead, and
+//!   `adaptx_layer_coarse`, the layer with its limiter on a `CoarseClock`.
 //! * `rate_1_thread` / `rate_2_threads`: `adaptx` (`RateLimiter::try_acquire`
 //!   then `success`, a rate of 10^9/s that never rejects, 24 h adjust
 //!   interval) versus `governor` (direct `RateLimiter::check()`, `u32::MAX`
@@ -31,8 +32,9 @@
 //! * `middleware_axum`: a trivial axum handler called with
 //!   `ServiceExt::oneshot` on a clone of the router and a fresh request —
 //!   `bare`, `adaptx_concurrency`, `adaptx_rate` (with its default
-//!   `X-RateLimit-*` headers), `adaptx_rate_no_headers` (`.headers(false)`)
-//!   and `tower_concurrency_limit`. Overhead = layered − bare. Every future here
+//!   `X-RateLimit-*` headers), `adaptx_rate_no_headers` (`.headers(false)`),
+//!   `adaptx_rate_coarse` (headers on, the limiter on a `CoarseClock`) and
+//!   `tower_concurrency_limit`. Overhead = layered − bare. Every future here
 //!   is ready at once; they are polled with a no-op waker inside a
 //!   current-thread tokio runtime's context rather than through `block_on`,
 //!   so the runtime's own cost does not swamp the difference.
@@ -78,6 +80,17 @@ fn limiter() -> Limiter {
         .initial_limit(PERMITS)
         .max_limit(PERMITS)
         .warmup_samples(0)
+        .build()
+        .expect("valid configuration")
+}
+
+/// [`limiter`] on a [`CoarseClock`] stepped every [`COARSE_STEP`].
+fn limiter_coarse() -> Limiter {
+    Limiter::builder()
+        .initial_limit(PERMITS)
+        .max_limit(PERMITS)
+        .warmup_samples(0)
+        .clock(CoarseClock::new(COARSE_STEP).expect("a valid resolution"))
         .build()
         .expect("valid configuration")
 }
@@ -307,6 +320,7 @@ fn concurrency_service(c: &mut Criterion) {
     let bare = inner();
     let tower_svc = ConcurrencyLimitLayer::new(PERMITS).layer(inner());
     let adaptx_svc = AdaptiveConcurrencyLayer::server(limiter()).layer(inner());
+    let adaptx_coarse = AdaptiveConcurrencyLayer::server(limiter_coarse()).layer(inner());
 
     let mut g = c.benchmark_group("concurrency_service_uncontended");
     let mut s = bare.clone();
@@ -317,6 +331,8 @@ fn concurrency_service(c: &mut Criterion) {
     });
     let mut s = adaptx_svc.clone();
     g.bench_function("adaptx_layer", |b| b.iter(|| call_service(&mut s)));
+    let mut s = adaptx_coarse.clone();
+    g.bench_function("adaptx_layer_coarse", |b| b.iter(|| call_service(&mut s)));
     // The limiter's share of `adaptx_layer`: the owned permit the service
     // takes, recorded as a success. `adaptx_layer` − `bare` − this is the
     // service's own overhead.
@@ -418,6 +434,7 @@ fn middleware(c: &mut Criterion) {
     let concurrency = app().layer(AdaptiveConcurrencyLayer::server(limiter()));
     let rate = app().layer(AdaptiveRateLimitLayer::new(rate_limiter()));
     let rate_no_headers = app().layer(AdaptiveRateLimitLayer::new(rate_limiter()).headers(false));
+    let rate_coarse = app().layer(AdaptiveRateLimitLayer::new(rate_limiter_coarse()));
     let tower_limit = app().layer(ConcurrencyLimitLayer::new(PERMITS));
 
     let mut g = c.benchmark_group("middleware_axum");
@@ -427,6 +444,7 @@ fn middleware(c: &mut Criterion) {
     g.bench_function("adaptx_rate_no_headers", |b| {
         b.iter(|| oneshot(&rate_no_headers));
     });
+    g.bench_function("adaptx_rate_coarse", |b| b.iter(|| oneshot(&rate_coarse)));
     g.bench_function("tower_concurrency_limit", |b| {
         b.iter(|| oneshot(&tower_limit));
     });
