@@ -4,13 +4,13 @@
 #[cfg(adaptx_loom)]
 pub(crate) use loom::sync::{
     Arc, Mutex, MutexGuard,
-    atomic::{AtomicU8, AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence},
 };
 
 #[cfg(not(adaptx_loom))]
 pub(crate) use std::sync::{
     Arc, Mutex, MutexGuard,
-    atomic::{AtomicU8, AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence},
 };
 
 /// Locks `m`, ignoring poisoning: no code in this crate panics while holding

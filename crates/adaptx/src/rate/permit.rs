@@ -1,12 +1,12 @@
 //! The permit an admitted request carries to its completion.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::engine::Core;
+use super::engine::Lane;
 use crate::clock::{duration_nanos, sample_nanos};
 use crate::limiter::Outcome;
+use crate::sync::Arc;
 
 /// An admitted request of a [`RateLimiter`](crate::RateLimiter) or
 /// [`KeyedRateLimiter`](crate::KeyedRateLimiter).
@@ -42,7 +42,7 @@ use crate::limiter::Outcome;
 /// ```
 #[must_use = "dropping a rate permit records no outcome"]
 pub struct RatePermit {
-    core: Arc<Core>,
+    lane: Arc<Lane>,
     start: u64,
     rate: u64,
     remaining: u64,
@@ -60,9 +60,9 @@ impl fmt::Debug for RatePermit {
 }
 
 impl RatePermit {
-    pub(crate) fn new(core: Arc<Core>, start: u64, rate: u64, remaining: u64) -> Self {
+    pub(crate) fn new(lane: Arc<Lane>, start: u64, rate: u64, remaining: u64) -> Self {
         Self {
-            core,
+            lane,
             start,
             rate,
             remaining,
@@ -84,7 +84,7 @@ impl RatePermit {
 
     /// Time since admission, on the limiter's clock.
     pub fn elapsed(&self) -> Duration {
-        Duration::from_nanos(self.core.now().saturating_sub(self.start))
+        Duration::from_nanos(self.lane.core.now().saturating_sub(self.start))
     }
 
     /// Records a success, with the latency measured from admission.
@@ -99,7 +99,7 @@ impl RatePermit {
 
     /// Records `outcome`, with the latency measured from admission.
     pub fn record(mut self, outcome: Outcome) {
-        let now = self.core.now();
+        let now = self.lane.core.now();
         self.end(outcome, sample_nanos(now.saturating_sub(self.start)), now);
     }
 
@@ -108,13 +108,13 @@ impl RatePermit {
     /// counts as that, as for [`Permit`](crate::Permit), so the interval's
     /// latency sum cannot wrap.
     pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
-        let now = self.core.now();
+        let now = self.lane.core.now();
         self.end(outcome, sample_nanos(duration_nanos(latency)), now);
     }
 
     fn end(&mut self, outcome: Outcome, latency: u64, now: u64) {
         self.done = true;
-        self.core.complete(outcome.is_success(), latency, now);
+        self.lane.complete(outcome.is_success(), latency, now);
     }
 }
 
@@ -122,7 +122,7 @@ impl Drop for RatePermit {
     fn drop(&mut self) {
         if !self.done {
             self.done = true;
-            self.core.drop_permit();
+            self.lane.drop_permit();
         }
     }
 }
