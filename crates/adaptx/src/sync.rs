@@ -41,6 +41,69 @@ pub(crate) fn spin_wait_step(spins: &mut u32) {
     }
 }
 
+/// The calling thread's number: unique among the threads alive, never 0,
+/// and recycled when a thread exits (the lowest numbers are reused first),
+/// so a pool that replaces its threads keeps using the same few numbers.
+/// `None` while the thread's number is being given back (its thread-local
+/// values are being destroyed) and after.
+///
+/// Between the exit of a thread and the reuse of its number stands the
+/// free list's lock: whatever the old thread wrote under its number
+/// happens before whatever the new one does.
+#[cfg(not(adaptx_loom))]
+#[inline]
+pub(crate) fn thread_number() -> Option<u64> {
+    std::thread_local! {
+        static NUMBER: ThreadNumber = ThreadNumber::take();
+    }
+    NUMBER.try_with(|n| n.0).ok()
+}
+
+/// A thread's number, given back when the thread exits.
+#[cfg(not(adaptx_loom))]
+struct ThreadNumber(u64);
+
+/// Numbers given back, and the next never given.
+#[cfg(not(adaptx_loom))]
+static NUMBERS: std::sync::Mutex<(Vec<u64>, u64)> = std::sync::Mutex::new((Vec::new(), 1));
+
+#[cfg(not(adaptx_loom))]
+impl ThreadNumber {
+    #[cold]
+    fn take() -> Self {
+        let mut numbers = lock(&NUMBERS);
+        let (free, next) = &mut *numbers;
+        let n = free.pop().unwrap_or_else(|| {
+            *next += 1;
+            *next - 1
+        });
+        Self(n)
+    }
+}
+
+#[cfg(not(adaptx_loom))]
+impl Drop for ThreadNumber {
+    fn drop(&mut self) {
+        let mut numbers = lock(&NUMBERS);
+        numbers.0.push(self.0);
+        // Lowest last: popped first.
+        numbers.0.sort_unstable_by(|a, b| b.cmp(a));
+    }
+}
+
+/// See the non-loom version: under loom, the model's own thread index
+/// (plus one), so every execution of a model numbers its threads alike.
+#[cfg(adaptx_loom)]
+pub(crate) fn thread_number() -> Option<u64> {
+    // loom's `ThreadId` shows its index as `ThreadId(N)`.
+    let id = format!("{:?}", loom::thread::current().id());
+    id.trim_start_matches("ThreadId(")
+        .trim_end_matches(')')
+        .parse::<u64>()
+        .ok()
+        .map(|n| n + 1)
+}
+
 /// Pads a value to its own cache line pair so hot atomics written by
 /// different paths do not false-share.
 #[derive(Debug, Default)]

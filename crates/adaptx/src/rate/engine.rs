@@ -16,12 +16,25 @@
 //! handle; each lane's counters; the per-interval flags.
 //!
 //! **Lanes.** A thread writes the handle and the counters of its lane
-//! (threads take lanes in turn, [`lane_of_thread`]), so up to as many
-//! threads as the machine has CPUs never write a line another one writes,
-//! except the bucket's word, which is the limit itself. Admissions are not
-//! counted: a permit holds its lane's handle, so the requests in flight
-//! are the handles' reference counts, and `admitted = completed + dropped
-//! + in flight`.
+//! (the lane of its [`thread_number`], [`lane_of_thread`]), so up to as
+//! many threads as the machine has CPUs never write a line another one
+//! writes, except the bucket's word, which is the limit itself. Admissions
+//! are not counted: a permit holds its lane's handle, so the requests in
+//! flight are the handles' reference counts, and `admitted = completed +
+//! dropped + in flight`.
+//!
+//! **Owned counters.** Each lane has two sets of counters
+//! ([`LaneCounters`]): one written only by the thread whose number first
+//! counted on the lane (its *owner*), with a plain load and store — no
+//! locked instruction, about 12 ns less per completion than a
+//! `fetch_add` on the machines measured — and one written with
+//! `fetch_add` by every other thread (more threads than lanes, a permit
+//! completed on another thread than the one that admitted it, a thread
+//! exiting). A thread number belongs to one live thread at a time and is
+//! handed on when its thread exits, so a pool that replaces its threads
+//! keeps its lanes owned; the free list's lock orders the old owner's last
+//! write before the new owner's first. The closer and `stats` add both
+//! sets.
 //!
 //! **Counters** are cumulative atomics that are never reset. A completion
 //! adds its latency (Relaxed), then its count (Release); the closer reads
@@ -66,9 +79,9 @@ use crate::clock::AnyClock;
 use crate::error::ConfigError;
 use crate::mode::{Mode, ModeCell};
 use crate::observe::RateObserver;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Padded, lock};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Padded, lock, thread_number};
 
-/// One lane's cumulative counters.
+/// One set of cumulative counters.
 #[derive(Debug, Default)]
 struct Counters {
     successes: AtomicU64,
@@ -78,6 +91,74 @@ struct Counters {
     dropped: AtomicU64,
     /// Admissions shadow or bypass mode let through with an empty bucket.
     would_reject: AtomicU64,
+}
+
+/// One lane's counters: a set that the lane's owner — the first thread to
+/// count on the lane — writes alone, with a load and a store (no locked
+/// instruction), and a set that every other thread writes with atomic
+/// read-modify-writes. A permit completed on another thread than the one
+/// that admitted it counts in the shared set of its lane.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct LaneCounters {
+    /// The owner's [`thread_number`], or 0 before any thread counted here.
+    /// Claimed once; the number passes to the next thread that gets it.
+    owner: AtomicU64,
+    own: Counters,
+    shared: Padded<Counters>,
+}
+
+impl LaneCounters {
+    /// The set the calling thread writes.
+    #[inline]
+    fn writer(&self) -> Writer<'_> {
+        let Some(me) = thread_number() else {
+            return Writer::Shared(&self.shared);
+        };
+        let owner = self.owner.load(Ordering::Relaxed);
+        let claimed = owner == 0
+            && self
+                .owner
+                .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok();
+        if owner == me || claimed {
+            Writer::Only(&self.own)
+        } else {
+            Writer::Shared(&self.shared)
+        }
+    }
+
+    /// A counter's total over both sets.
+    fn sum(&self, field: fn(&Counters) -> &AtomicU64, order: Ordering) -> u64 {
+        field(&self.own)
+            .load(order)
+            .wrapping_add(field(&self.shared).load(order))
+    }
+}
+
+/// How the calling thread adds to a lane's counters.
+#[derive(Debug, Clone, Copy)]
+enum Writer<'a> {
+    /// The lane's owner: the set's only writer.
+    Only(&'a Counters),
+    /// Any other thread: one of many writers.
+    Shared(&'a Counters),
+}
+
+impl Writer<'_> {
+    /// Adds `n` to a counter, storing with `order`.
+    #[inline]
+    fn add(self, field: fn(&Counters) -> &AtomicU64, n: u64, order: Ordering) {
+        match self {
+            Writer::Only(c) => {
+                let a = field(c);
+                a.store(a.load(Ordering::Relaxed).wrapping_add(n), order);
+            }
+            Writer::Shared(c) => {
+                field(c).fetch_add(n, order);
+            }
+        }
+    }
 }
 
 /// What changes at most once per interval, whichever lane changes it.
@@ -105,11 +186,8 @@ fn lane_count() -> usize {
 /// their own.
 #[inline]
 fn lane_of_thread(n: usize) -> usize {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    thread_local! {
-        static LANE: usize = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-    LANE.with(|lane| *lane) & (n - 1)
+    // Truncation keeps the low bits, which are all that are used.
+    thread_number().unwrap_or(0) as usize & (n - 1)
 }
 
 /// One lane of an engine: what a permit holds. Each lane is its own
@@ -133,8 +211,8 @@ impl Lane {
     /// Records a permit dropped without an outcome: no feedback.
     pub(crate) fn drop_permit(&self) {
         self.core.counters[self.index]
-            .dropped
-            .fetch_add(1, Ordering::Relaxed);
+            .writer()
+            .add(|c| &c.dropped, 1, Ordering::Relaxed);
     }
 }
 
@@ -249,8 +327,8 @@ pub(crate) struct Core {
     hot: Padded<Hot>,
     /// The limiter's own bucket (a keyed limiter does not use it).
     bucket: Padded<Bucket>,
-    /// Counters, one set per lane; their sums are the limiter's.
-    counters: Box<[Padded<Counters>]>,
+    /// Counters, one pair of sets per lane; their sums are the limiter's.
+    counters: Box<[LaneCounters]>,
     moves: Padded<Moves>,
     /// The bucket capacity in tokens, or `None` for one second of the rate.
     burst: Option<u64>,
@@ -287,9 +365,7 @@ impl Core {
                 mode: ModeCell::default(),
             }),
             bucket: Padded(Bucket::full(first.level(now), first.cap)),
-            counters: (0..lane_count())
-                .map(|_| Padded(Counters::default()))
-                .collect(),
+            counters: (0..lane_count()).map(|_| LaneCounters::default()).collect(),
             moves: Padded(Moves::default()),
             burst,
             control: Mutex::new(Control {
@@ -374,12 +450,12 @@ impl Core {
         need: u64,
     ) -> Result<RatePermit, RateLimited> {
         self.mark_binding();
-        let counters = &self.counters[lane.index];
+        let counters = self.counters[lane.index].writer();
         if self.hot.mode.get().admits_over_limit() {
-            counters.would_reject.fetch_add(1, Ordering::Relaxed);
+            counters.add(|c| &c.would_reject, 1, Ordering::Relaxed);
             return Ok(RatePermit::new(Arc::clone(lane), now, seg.rate, 0));
         }
-        counters.rejected.fetch_add(1, Ordering::Relaxed);
+        counters.add(|c| &c.rejected, 1, Ordering::Relaxed);
         Err(RateLimited::new(
             Duration::from_nanos(seg.wait(now, need)),
             seg.rate,
@@ -401,10 +477,13 @@ impl Core {
     /// interval if it is over.
     #[inline]
     fn complete(&self, lane: usize, success: bool, latency_nanos: u64, now: u64) {
-        let c = &self.counters[lane];
-        c.latency_sum.fetch_add(latency_nanos, Ordering::Relaxed);
-        let count = if success { &c.successes } else { &c.failures };
-        count.fetch_add(1, Ordering::Release);
+        let c = self.counters[lane].writer();
+        c.add(|c| &c.latency_sum, latency_nanos, Ordering::Relaxed);
+        if success {
+            c.add(|c| &c.successes, 1, Ordering::Release);
+        } else {
+            c.add(|c| &c.failures, 1, Ordering::Release);
+        }
         self.maybe_adjust(now);
     }
 
@@ -442,9 +521,9 @@ impl Core {
         let (mut successes, mut failures, mut latency_sum) = (0u64, 0u64, 0u64);
         for c in self.counters.iter() {
             // Per lane: the counts before the latency sum (see the docs).
-            successes = successes.wrapping_add(c.successes.load(Ordering::Acquire));
-            failures = failures.wrapping_add(c.failures.load(Ordering::Acquire));
-            latency_sum = latency_sum.wrapping_add(c.latency_sum.load(Ordering::Relaxed));
+            successes = successes.wrapping_add(c.sum(|c| &c.successes, Ordering::Acquire));
+            failures = failures.wrapping_add(c.sum(|c| &c.failures, Ordering::Acquire));
+            latency_sum = latency_sum.wrapping_add(c.sum(|c| &c.latency_sum, Ordering::Relaxed));
         }
         let binding = self.moves.binding.swap(false, Ordering::Relaxed);
         let mark = &ctl.mark;
@@ -563,7 +642,7 @@ impl Core {
         let law = self.law();
         let sum = |field: fn(&Counters) -> &AtomicU64| {
             self.counters.iter().fold(0u64, |sum, c| {
-                sum.wrapping_add(field(c).load(Ordering::Acquire))
+                sum.wrapping_add(c.sum(field, Ordering::Acquire))
             })
         };
         let (successes, failures, dropped) = (

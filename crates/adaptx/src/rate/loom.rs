@@ -132,3 +132,27 @@ fn loom_two_closers_race() {
         assert_eq!(l.stats().decreases, 1);
     });
 }
+
+/// Two threads record completions of permits admitted on one lane (one
+/// permit handed to the other thread): whichever owns the lane's counters,
+/// the other adds to the shared set, and both completions count — a thread
+/// writing the owned set without owning it would lose one.
+#[test]
+fn loom_completions_on_one_lane_from_two_threads_both_count() {
+    model(|| {
+        let (_, l) = limiter(
+            RateLimiter::builder()
+                .initial_rate(10)
+                .adjust_interval(NEVER),
+        );
+        let (a, b) = (
+            l.try_acquire().expect("full"),
+            l.try_acquire().expect("full"),
+        );
+        let t = thread::spawn(move || a.success());
+        b.success();
+        t.join().expect("thread panicked");
+        let s = l.stats();
+        assert_eq!((s.successes, s.in_flight), (2, 0));
+    });
+}
