@@ -912,3 +912,56 @@ fn counts_stay_exact_across_threads_that_come_and_go() {
     assert_eq!(s.in_flight, 0);
     assert_eq!((s.successes, s.failures, s.dropped), (n / 2, n / 4, n / 4));
 }
+
+/// A clock that raises a flag when it is dropped: when the limiter's engine
+/// is freed.
+#[derive(Debug)]
+struct FlagOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl adaptx::Clock for FlagOnDrop {
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl Drop for FlagOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A permit may outlive its limiter and still records; the engine is freed
+/// once the permits are finished and the thread that keeps a spare handle
+/// to it (the one that finished the last permit) moves on to another
+/// limiter or exits: nothing is kept for good.
+#[test]
+fn a_dropped_limiter_is_freed_once_its_permits_and_threads_are_done() {
+    for move_on in [false, true] {
+        let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clock = FlagOnDrop(Arc::clone(&freed));
+        thread::scope(|s| {
+            s.spawn(|| {
+                let l = RateLimiter::builder().clock(clock).build().expect("valid");
+                let (a, b) = (
+                    l.try_acquire().expect("full"),
+                    l.try_acquire().expect("full"),
+                );
+                drop(l);
+                a.success();
+                drop(b);
+                if move_on {
+                    let other = RateLimiter::builder().build().expect("valid");
+                    other.try_acquire().expect("full").success();
+                    assert!(
+                        freed.load(std::sync::atomic::Ordering::SeqCst),
+                        "freed on moving on"
+                    );
+                }
+            });
+        });
+        assert!(
+            freed.load(std::sync::atomic::Ordering::SeqCst),
+            "freed at thread exit"
+        );
+    }
+}

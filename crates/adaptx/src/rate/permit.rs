@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::engine::Lane;
+use super::engine::{Lane, give_back};
 use crate::clock::{duration_nanos, sample_nanos};
 use crate::limiter::Outcome;
 use crate::sync::Arc;
@@ -42,7 +42,8 @@ use crate::sync::Arc;
 /// ```
 #[must_use = "dropping a rate permit records no outcome"]
 pub struct RatePermit {
-    lane: Arc<Lane>,
+    /// `None` only once dropped.
+    lane: Option<Arc<Lane>>,
     start: u64,
     rate: u64,
     remaining: u64,
@@ -62,7 +63,7 @@ impl fmt::Debug for RatePermit {
 impl RatePermit {
     pub(crate) fn new(lane: Arc<Lane>, start: u64, rate: u64, remaining: u64) -> Self {
         Self {
-            lane,
+            lane: Some(lane),
             start,
             rate,
             remaining,
@@ -84,7 +85,7 @@ impl RatePermit {
 
     /// Time since admission, on the limiter's clock.
     pub fn elapsed(&self) -> Duration {
-        Duration::from_nanos(self.lane.core.now().saturating_sub(self.start))
+        Duration::from_nanos(self.now().saturating_sub(self.start))
     }
 
     /// Records a success, with the latency measured from admission.
@@ -99,7 +100,7 @@ impl RatePermit {
 
     /// Records `outcome`, with the latency measured from admission.
     pub fn record(mut self, outcome: Outcome) {
-        let now = self.lane.core.now();
+        let now = self.now();
         self.end(outcome, sample_nanos(now.saturating_sub(self.start)), now);
     }
 
@@ -108,21 +109,34 @@ impl RatePermit {
     /// counts as that, as for [`Permit`](crate::Permit), so the interval's
     /// latency sum cannot wrap.
     pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
-        let now = self.lane.core.now();
+        let now = self.now();
         self.end(outcome, sample_nanos(duration_nanos(latency)), now);
+    }
+
+    /// The limiter's clock.
+    #[inline]
+    fn now(&self) -> u64 {
+        self.lane
+            .as_ref()
+            .map_or(self.start, |lane| lane.core.now())
     }
 
     fn end(&mut self, outcome: Outcome, latency: u64, now: u64) {
         self.done = true;
-        self.lane.complete(outcome.is_success(), latency, now);
+        if let Some(lane) = &self.lane {
+            lane.complete(outcome.is_success(), latency, now);
+        }
     }
 }
 
 impl Drop for RatePermit {
     fn drop(&mut self) {
-        if !self.done {
-            self.done = true;
-            self.lane.drop_permit();
+        if let Some(lane) = self.lane.take() {
+            if !self.done {
+                self.done = true;
+                lane.drop_permit();
+            }
+            give_back(lane);
         }
     }
 }
