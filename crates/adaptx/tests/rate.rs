@@ -939,26 +939,29 @@ fn a_dropped_limiter_is_freed_once_its_permits_and_threads_are_done() {
     for move_on in [false, true] {
         let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let clock = FlagOnDrop(Arc::clone(&freed));
-        thread::scope(|s| {
-            s.spawn(|| {
-                let l = RateLimiter::builder().clock(clock).build().expect("valid");
-                let (a, b) = (
-                    l.try_acquire().expect("full"),
-                    l.try_acquire().expect("full"),
+        let flag = Arc::clone(&freed);
+        // `join` returns once the thread has exited, its thread-locals
+        // destroyed (a scoped thread's end is signalled before that).
+        thread::spawn(move || {
+            let l = RateLimiter::builder().clock(clock).build().expect("valid");
+            let (a, b) = (
+                l.try_acquire().expect("full"),
+                l.try_acquire().expect("full"),
+            );
+            drop(l);
+            a.success();
+            drop(b);
+            if move_on {
+                let other = RateLimiter::builder().build().expect("valid");
+                other.try_acquire().expect("full").success();
+                assert!(
+                    flag.load(std::sync::atomic::Ordering::SeqCst),
+                    "freed on moving on"
                 );
-                drop(l);
-                a.success();
-                drop(b);
-                if move_on {
-                    let other = RateLimiter::builder().build().expect("valid");
-                    other.try_acquire().expect("full").success();
-                    assert!(
-                        freed.load(std::sync::atomic::Ordering::SeqCst),
-                        "freed on moving on"
-                    );
-                }
-            });
-        });
+            }
+        })
+        .join()
+        .expect("no panic");
         assert!(
             freed.load(std::sync::atomic::Ordering::SeqCst),
             "freed at thread exit"
