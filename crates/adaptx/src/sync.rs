@@ -41,27 +41,17 @@ pub(crate) fn spin_wait_step(spins: &mut u32) {
     }
 }
 
-/// The calling thread's number: unique among the threads alive, never 0,
-/// and recycled when a thread exits (the lowest numbers are reused first),
-/// so a pool that replaces its threads keeps using the same few numbers.
-/// `None` while the thread's number is being given back (its thread-local
-/// values are being destroyed) and after.
+/// A thread's number, given back when it is dropped (a thread keeps it in
+/// a thread-local, so when the thread exits): unique among the numbers
+/// held, never 0, and the lowest free number is given first, so a pool
+/// that replaces its threads keeps using the same few numbers.
 ///
-/// Between the exit of a thread and the reuse of its number stands the
-/// free list's lock: whatever the old thread wrote under its number
-/// happens before whatever the new one does.
+/// Between the return of a number and its next holder stands the free
+/// list's lock: whatever the old holder wrote under the number happens
+/// before whatever the new one does.
 #[cfg(not(adaptx_loom))]
-#[inline]
-pub(crate) fn thread_number() -> Option<u64> {
-    std::thread_local! {
-        static NUMBER: ThreadNumber = ThreadNumber::take();
-    }
-    NUMBER.try_with(|n| n.0).ok()
-}
-
-/// A thread's number, given back when the thread exits.
-#[cfg(not(adaptx_loom))]
-struct ThreadNumber(u64);
+#[derive(Debug)]
+pub(crate) struct ThreadNumber(u64);
 
 /// Numbers given back, and the next never given.
 #[cfg(not(adaptx_loom))]
@@ -69,8 +59,9 @@ static NUMBERS: std::sync::Mutex<(Vec<u64>, u64)> = std::sync::Mutex::new((Vec::
 
 #[cfg(not(adaptx_loom))]
 impl ThreadNumber {
+    /// The lowest free number.
     #[cold]
-    fn take() -> Self {
+    pub(crate) fn take() -> Self {
         let mut numbers = lock(&NUMBERS);
         let (free, next) = &mut *numbers;
         let n = free.pop().unwrap_or_else(|| {
@@ -78,6 +69,12 @@ impl ThreadNumber {
             *next - 1
         });
         Self(n)
+    }
+
+    /// The number.
+    #[inline]
+    pub(crate) fn get(&self) -> u64 {
+        self.0
     }
 }
 
@@ -91,7 +88,7 @@ impl Drop for ThreadNumber {
     }
 }
 
-/// See the non-loom version: under loom, the model's own thread index
+/// The calling thread's number under loom: the model's own thread index
 /// (plus one), so every execution of a model numbers its threads alike.
 #[cfg(adaptx_loom)]
 pub(crate) fn thread_number() -> Option<u64> {

@@ -16,7 +16,7 @@
 //! handle; each lane's counters; the per-interval flags.
 //!
 //! **Lanes.** A thread writes the handle and the counters of its lane
-//! (the lane of its [`thread_number`], [`lane_of_thread`]), so up to as
+//! (the lane of its [`ThreadNumber`], [`lane_index`]), so up to as
 //! many threads as the machine has CPUs never write a line another one
 //! writes, except the bucket's word, which is the limit itself. The
 //! requests in flight are `admitted − completed − dropped`.
@@ -88,7 +88,11 @@ use crate::clock::AnyClock;
 use crate::error::ConfigError;
 use crate::mode::{Mode, ModeCell};
 use crate::observe::RateObserver;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Padded, lock, thread_number};
+#[cfg(not(adaptx_loom))]
+use crate::sync::ThreadNumber;
+#[cfg(adaptx_loom)]
+use crate::sync::thread_number;
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Padded, lock};
 
 /// One set of cumulative counters.
 #[derive(Debug, Default)]
@@ -111,7 +115,7 @@ struct Counters {
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct LaneCounters {
-    /// The owner's [`thread_number`], or 0 before any thread counted here.
+    /// The owner's thread number, or 0 before any thread counted here.
     /// Claimed once; the number passes to the next thread that gets it.
     owner: AtomicU64,
     own: Counters,
@@ -119,10 +123,11 @@ struct LaneCounters {
 }
 
 impl LaneCounters {
-    /// The set the calling thread writes.
+    /// The set the thread numbered `me` writes (`None`: a thread whose
+    /// number is gone, exiting).
     #[inline]
-    fn writer(&self) -> Writer<'_> {
-        let Some(me) = thread_number() else {
+    fn writer(&self, me: Option<u64>) -> Writer<'_> {
+        let Some(me) = me else {
             return Writer::Shared(&self.shared);
         };
         let owner = self.owner.load(Ordering::Relaxed);
@@ -191,13 +196,12 @@ fn lane_count() -> usize {
         .min(MAX_LANES)
 }
 
-/// The calling thread's lane among `n` (a power of two): threads take
-/// lanes in turn, so any `n` threads started one after another each write
-/// their own.
+/// The lane of the thread numbered `me` among `n` (a power of two):
+/// threads numbered in turn write lanes in turn.
 #[inline]
-fn lane_of_thread(n: usize) -> usize {
+fn lane_index(me: Option<u64>, n: usize) -> usize {
     // Truncation keeps the low bits, which are all that are used.
-    thread_number().unwrap_or(0) as usize & (n - 1)
+    me.unwrap_or(0) as usize & (n - 1)
 }
 
 /// One lane of an engine: what a permit holds. Each lane is its own
@@ -211,65 +215,159 @@ pub(crate) struct Lane {
     index: usize,
 }
 
-impl Lane {
-    /// Records a completion; see [`Core::complete`].
-    #[inline]
-    pub(crate) fn complete(&self, success: bool, latency_nanos: u64, now: u64) {
-        self.core.complete(self.index, success, latency_nanos, now);
-    }
-
-    /// Records a permit dropped without an outcome: no feedback.
-    pub(crate) fn drop_permit(&self) {
-        self.core.counters[self.index]
-            .writer()
-            .add(|c| &c.dropped, 1, Ordering::Relaxed);
-    }
+/// How a permit ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum End {
+    /// An outcome (success or not) and a latency, recorded at `now`.
+    Recorded {
+        success: bool,
+        latency: u64,
+        now: u64,
+    },
+    /// Dropped without an outcome: no feedback.
+    Dropped,
 }
 
-/// A handle to `lane` for a new permit: the one a permit of this lane gave
-/// back on this thread, if there is one, else a new reference.
-#[inline]
-pub(crate) fn lane_handle(lane: &Arc<Lane>) -> Arc<Lane> {
-    #[cfg(not(adaptx_loom))]
-    {
-        let spare = SPARE.try_with(|spare| {
-            let mut spare = spare.try_borrow_mut().ok()?;
-            match &*spare {
-                Some(h) if Arc::ptr_eq(h, lane) => spare.take(),
-                _ => None,
+impl Lane {
+    /// Finishes a permit of `lane`: counts how it ended in the lane's
+    /// counters as the calling thread writes them (closing the interval if
+    /// a recorded outcome finds it over), then leaves the handle in the
+    /// thread's spare slot. One thread-local access.
+    #[inline]
+    pub(crate) fn finish(lane: Arc<Lane>, end: End) {
+        #[cfg(not(adaptx_loom))]
+        {
+            let mut held = Some(lane);
+            let replaced = THREAD.try_with(|t| {
+                if let Some(lane) = &held {
+                    lane.count(Some(t.number.get()), end);
+                }
+                let mut spare = t.spare.try_borrow_mut().ok()?;
+                std::mem::replace(&mut *spare, held.take())
+            });
+            if replaced.is_err() {
+                // The thread is exiting: counted as a thread without a
+                // number.
+                if let Some(lane) = &held {
+                    lane.count(None, end);
+                }
             }
-        });
-        if let Ok(Some(handle)) = spare {
-            return handle;
+            // Released after the borrow ends: dropping the last handle
+            // drops the engine, and with it a user's clock.
+            drop(replaced);
+            drop(held);
+        }
+        #[cfg(adaptx_loom)]
+        lane.count(thread_number(), end);
+    }
+
+    /// Counts how a permit ended, as the thread numbered `me`.
+    #[inline]
+    fn count(&self, me: Option<u64>, end: End) {
+        let c = self.core.counters[self.index].writer(me);
+        match end {
+            End::Recorded {
+                success,
+                latency,
+                now,
+            } => {
+                c.add(|c| &c.latency_sum, latency, Ordering::Relaxed);
+                if success {
+                    c.add(|c| &c.successes, 1, Ordering::Release);
+                } else {
+                    c.add(|c| &c.failures, 1, Ordering::Release);
+                }
+                self.core.maybe_adjust(now);
+            }
+            End::Dropped => c.add(|c| &c.dropped, 1, Ordering::Relaxed),
         }
     }
-    Arc::clone(lane)
 }
 
-/// Gives a finished permit's handle back to this thread, for its next
-/// admission on the same lane; the handle it replaces (another lane's) is
-/// released.
-#[inline]
-pub(crate) fn give_back(handle: Arc<Lane>) {
-    #[cfg(not(adaptx_loom))]
-    {
-        let replaced = SPARE.try_with(|spare| {
-            let mut spare = spare.try_borrow_mut().ok()?;
-            spare.replace(handle)
-        });
-        // Released after the borrow ends: dropping the last handle drops
-        // the engine, and with it a user's clock.
-        drop(replaced);
+/// The calling thread at an admission on one of `lanes`: its lane, its
+/// number, and the spare handle it keeps if that is for its lane.
+#[derive(Debug)]
+struct Caller<'a> {
+    lane: &'a Arc<Lane>,
+    me: Option<u64>,
+    spare: Option<Arc<Lane>>,
+}
+
+impl<'a> Caller<'a> {
+    /// The calling thread, with one thread-local access.
+    #[inline]
+    fn enter(lanes: &'a [Arc<Lane>]) -> Self {
+        let n = lanes.len();
+        #[cfg(not(adaptx_loom))]
+        {
+            let entered = THREAD.try_with(|t| {
+                let me = Some(t.number.get());
+                let lane = &lanes[lane_index(me, n)];
+                let spare = t
+                    .spare
+                    .try_borrow_mut()
+                    .ok()
+                    .and_then(|mut spare| match &*spare {
+                        Some(h) if Arc::ptr_eq(h, lane) => spare.take(),
+                        _ => None,
+                    });
+                Caller { lane, me, spare }
+            });
+            entered.unwrap_or(Caller {
+                lane: &lanes[0],
+                me: None,
+                spare: None,
+            })
+        }
+        #[cfg(adaptx_loom)]
+        {
+            let me = thread_number();
+            Caller {
+                lane: &lanes[lane_index(me, n)],
+                me,
+                spare: None,
+            }
+        }
     }
-    #[cfg(adaptx_loom)]
-    drop(handle);
+
+    /// The handle for a new permit: the spare one, or a new reference.
+    #[inline]
+    fn handle(self) -> Arc<Lane> {
+        self.spare.unwrap_or_else(|| Arc::clone(self.lane))
+    }
+
+    /// An admission refused: the spare handle goes back to its slot.
+    #[cold]
+    fn refused(self) {
+        #[cfg(not(adaptx_loom))]
+        if let Some(handle) = self.spare {
+            let mut held = Some(handle);
+            let replaced = THREAD.try_with(|t| {
+                let mut spare = t.spare.try_borrow_mut().ok()?;
+                std::mem::replace(&mut *spare, held.take())
+            });
+            drop(replaced);
+            drop(held);
+        }
+    }
+}
+
+/// What a thread keeps for the rate engines (see the module docs): its
+/// number, which chooses its lane and may own the lane's counters, and its
+/// spare lane handle. The number is given back first when the thread exits.
+#[cfg(not(adaptx_loom))]
+#[derive(Debug)]
+struct ThreadState {
+    number: ThreadNumber,
+    spare: std::cell::RefCell<Option<Arc<Lane>>>,
 }
 
 #[cfg(not(adaptx_loom))]
 std::thread_local! {
-    /// The handle the last permit finished on this thread gave back (see
-    /// the module docs: *Spare handles*).
-    static SPARE: std::cell::RefCell<Option<Arc<Lane>>> = const { std::cell::RefCell::new(None) };
+    static THREAD: ThreadState = ThreadState {
+        number: ThreadNumber::take(),
+        spare: std::cell::RefCell::new(None),
+    };
 }
 
 /// The lanes of one engine. A `std` `Arc` even under loom: the array is
@@ -297,20 +395,14 @@ impl Engine {
         Self { lanes }
     }
 
-    /// The calling thread's lane.
-    #[inline]
-    fn lane(&self) -> &Arc<Lane> {
-        &self.lanes[lane_of_thread(self.lanes.len())]
-    }
-
     /// Closes the interval if it is over at `now`, then takes one token
     /// from the limiter's own bucket, or reports the wait.
     #[inline]
     pub(crate) fn acquire(&self, now: u64) -> Result<RatePermit, RateLimited> {
-        let lane = self.lane();
-        let core = &lane.core;
+        let caller = Caller::enter(&self.lanes);
+        let core = &caller.lane.core;
         core.maybe_adjust(now);
-        let admitted = core.admit(lane, &core.bucket, now);
+        let admitted = core.admit(caller, &core.bucket, now);
         // The tokens left (none after a rejection), for the metrics' gauge.
         let tokens = admitted.as_ref().map_or(0, RatePermit::remaining);
         core.observe.tokens(now, core.hot.interval_nanos, tokens);
@@ -325,9 +417,10 @@ impl Engine {
         bucket: &mut TimedBucket,
         now: u64,
     ) -> Result<RatePermit, RateLimited> {
-        let lane = self.lane();
-        let seg = lane.core.hot.schedule.read();
-        lane.core.admit(lane, bucket.touch(&seg, now), now)
+        let caller = Caller::enter(&self.lanes);
+        let core = &caller.lane.core;
+        let seg = core.hot.schedule.read();
+        core.admit(caller, bucket.touch(&seg, now), now)
     }
 }
 
@@ -454,12 +547,12 @@ impl Core {
         TimedBucket::new(bucket, now)
     }
 
-    /// Takes one token from `bucket` at `now` for a caller on `lane`, or
-    /// reports the wait.
+    /// Takes one token from `bucket` at `now` for `caller`, or reports the
+    /// wait.
     #[inline]
     fn admit(
         &self,
-        lane: &Arc<Lane>,
+        caller: Caller<'_>,
         bucket: &Bucket,
         mut now: u64,
     ) -> Result<RatePermit, RateLimited> {
@@ -472,12 +565,14 @@ impl Core {
                     if remaining == 0 {
                         self.mark_binding();
                     }
-                    self.counters[lane.index]
-                        .writer()
-                        .add(|c| &c.admitted, 1, Ordering::Relaxed);
-                    return Ok(RatePermit::new(lane_handle(lane), now, seg.rate, remaining));
+                    self.counters[caller.lane.index].writer(caller.me).add(
+                        |c| &c.admitted,
+                        1,
+                        Ordering::Relaxed,
+                    );
+                    return Ok(RatePermit::new(caller.handle(), now, seg.rate, remaining));
                 }
-                Take::Short(need) => return self.short(lane, &seg, now, need),
+                Take::Short(need) => return self.short(caller, &seg, now, need),
                 Take::Ahead if !fresh => {
                     // The reading may predate the admission that moved the
                     // bucket: read the clock again, after it.
@@ -485,7 +580,7 @@ impl Core {
                 }
                 Take::Ahead => {
                     bucket.repair(seg.level(now));
-                    return self.short(lane, &seg, now, ONE);
+                    return self.short(caller, &seg, now, ONE);
                 }
             }
         }
@@ -497,19 +592,20 @@ impl Core {
     #[cold]
     fn short(
         &self,
-        lane: &Arc<Lane>,
+        caller: Caller<'_>,
         seg: &Segment,
         now: u64,
         need: u64,
     ) -> Result<RatePermit, RateLimited> {
         self.mark_binding();
-        let counters = self.counters[lane.index].writer();
+        let counters = self.counters[caller.lane.index].writer(caller.me);
         if self.hot.mode.get().admits_over_limit() {
             counters.add(|c| &c.would_reject, 1, Ordering::Relaxed);
             counters.add(|c| &c.admitted, 1, Ordering::Relaxed);
-            return Ok(RatePermit::new(lane_handle(lane), now, seg.rate, 0));
+            return Ok(RatePermit::new(caller.handle(), now, seg.rate, 0));
         }
         counters.add(|c| &c.rejected, 1, Ordering::Relaxed);
+        caller.refused();
         Err(RateLimited::new(
             Duration::from_nanos(seg.wait(now, need)),
             seg.rate,
@@ -525,20 +621,6 @@ impl Core {
         if !binding.load(Ordering::Relaxed) {
             binding.store(true, Ordering::Relaxed);
         }
-    }
-
-    /// Records a completion with an outcome on `lane`, then closes the
-    /// interval if it is over.
-    #[inline]
-    fn complete(&self, lane: usize, success: bool, latency_nanos: u64, now: u64) {
-        let c = self.counters[lane].writer();
-        c.add(|c| &c.latency_sum, latency_nanos, Ordering::Relaxed);
-        if success {
-            c.add(|c| &c.successes, 1, Ordering::Release);
-        } else {
-            c.add(|c| &c.failures, 1, Ordering::Release);
-        }
-        self.maybe_adjust(now);
     }
 
     /// Closes the interval if it is over at `now`.

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::engine::{Lane, give_back};
+use super::engine::{End, Lane};
 use crate::clock::{duration_nanos, sample_nanos};
 use crate::limiter::Outcome;
 use crate::sync::Arc;
@@ -42,12 +42,11 @@ use crate::sync::Arc;
 /// ```
 #[must_use = "dropping a rate permit records no outcome"]
 pub struct RatePermit {
-    /// `None` only once dropped.
+    /// `None` once the permit has ended.
     lane: Option<Arc<Lane>>,
     start: u64,
     rate: u64,
     remaining: u64,
-    done: bool,
 }
 
 impl fmt::Debug for RatePermit {
@@ -67,7 +66,6 @@ impl RatePermit {
             start,
             rate,
             remaining,
-            done: false,
         }
     }
 
@@ -122,9 +120,16 @@ impl RatePermit {
     }
 
     fn end(&mut self, outcome: Outcome, latency: u64, now: u64) {
-        self.done = true;
-        if let Some(lane) = &self.lane {
-            lane.complete(outcome.is_success(), latency, now);
+        if let Some(lane) = self.lane.take() {
+            let success = outcome.is_success();
+            Lane::finish(
+                lane,
+                End::Recorded {
+                    success,
+                    latency,
+                    now,
+                },
+            );
         }
     }
 }
@@ -132,11 +137,7 @@ impl RatePermit {
 impl Drop for RatePermit {
     fn drop(&mut self) {
         if let Some(lane) = self.lane.take() {
-            if !self.done {
-                self.done = true;
-                lane.drop_permit();
-            }
-            give_back(lane);
+            Lane::finish(lane, End::Dropped);
         }
     }
 }
