@@ -33,9 +33,10 @@
 //!   bucket's time, the latency's start) and at completion (the latency's
 //!   end: the law's input, measured, not sampled) — and CAS the bucket
 //!   once: 2 × 21.2 + 13.1 = 55.5 ns, 1.53× governor before anything
-//!   else. adaptx measured 2.36× in the README's run: above that floor, the
-//!   token clock's segment and level arithmetic, four thread-local accesses
-//!   (thread number, spare handle), two interval checks and the lane
+//!   else. adaptx measured 2.3–2.9× (README): above that floor, the
+//!   token clock's segment and level arithmetic, two thread-local accesses
+//!   (thread number and spare handle, at admission and at completion), two
+//!   interval checks, the permit's moves and the lane
 //!   counters (plain stores on an owned lane). With two threads both
 //!   limiters pay the bucket word's cache line moving between the CPUs;
 //!   adaptx's other work runs on each CPU's own lines.
