@@ -26,8 +26,8 @@
 //! Locks: `local` (a `std` mutex) holds the fallback bucket; it is taken
 //! only in [`FleetMode::Local`] (to clone the bucket's handle) and by the
 //! driver when it switches modes. The fallback bucket is a core
-//! [`RateLimiter`], whose own bucket mutex is held for a few integer
-//! operations per admission.
+//! [`RateLimiter`], whose bucket is lock-free (one compare-and-swap per
+//! admission).
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};

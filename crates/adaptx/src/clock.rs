@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-#[cfg(not(unix))]
+#[cfg(all(not(feature = "quanta"), not(unix)))]
 use std::time::Instant;
 
 /// A monotonic time source.
@@ -46,13 +46,23 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     fn now(&self) -> Duration;
 }
 
-/// The operating system's monotonic clock; the default.
+/// The system's monotonic clock; the default.
 ///
-/// On Unix it reads `CLOCK_MONOTONIC` directly (through `rustix`, which uses
-/// the vDSO on Linux): the same clock as [`Instant`](std::time::Instant), without the
-/// subtraction and normalization that turning an `Instant` into a number
-/// costs — this is read twice per operation on the hot path. Elsewhere it
-/// measures from an [`Instant`](std::time::Instant) taken at construction.
+/// With the `quanta` feature (on by default) it reads the CPU's invariant
+/// time-stamp counter through [`quanta`](https://docs.rs/quanta), scaled to
+/// nanoseconds by one multiplication — two thirds of the cost of
+/// `clock_gettime` on x86-64 Linux (21 ns against 31 on the benchmark VM);
+/// it is read once per admission and once per completion on the hot path. The counter is calibrated against the
+/// OS clock once per process, when the first `SystemClock` is made (some
+/// milliseconds). Where the CPU has no such counter, quanta reads the OS's
+/// monotonic clock.
+///
+/// Without the feature, on Unix it reads `CLOCK_MONOTONIC` directly
+/// (through `rustix`, which uses the vDSO on Linux): the same clock as
+/// [`Instant`](std::time::Instant), without the subtraction and
+/// normalization that turning an `Instant` into a number costs. Elsewhere
+/// it measures from an [`Instant`](std::time::Instant) taken at
+/// construction.
 ///
 /// # Examples
 ///
@@ -65,23 +75,35 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct SystemClock {
-    #[cfg(not(unix))]
+    #[cfg(feature = "quanta")]
+    counter: &'static quanta::Clock,
+    #[cfg(all(not(feature = "quanta"), not(unix)))]
     origin: Instant,
 }
+
+/// The process's calibrated counter clock.
+#[cfg(feature = "quanta")]
+static COUNTER: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
 
 impl SystemClock {
     /// A system clock.
     pub fn new() -> Self {
         Self {
-            #[cfg(not(unix))]
+            #[cfg(feature = "quanta")]
+            counter: COUNTER.get_or_init(quanta::Clock::new),
+            #[cfg(all(not(feature = "quanta"), not(unix)))]
             origin: Instant::now(),
         }
     }
 
-    /// Nanoseconds since the clock's origin (boot, on Unix).
+    /// Nanoseconds since the clock's origin (the counter's zero, or boot).
     #[inline]
     pub(crate) fn nanos(&self) -> u64 {
-        #[cfg(unix)]
+        #[cfg(feature = "quanta")]
+        {
+            self.counter.delta_as_nanos(0, self.counter.raw())
+        }
+        #[cfg(all(not(feature = "quanta"), unix))]
         {
             let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
             // A monotonic reading is never negative.
@@ -89,7 +111,7 @@ impl SystemClock {
                 .saturating_mul(1_000_000_000)
                 .saturating_add(ts.tv_nsec as u64)
         }
-        #[cfg(not(unix))]
+        #[cfg(all(not(feature = "quanta"), not(unix)))]
         {
             duration_nanos(self.origin.elapsed())
         }

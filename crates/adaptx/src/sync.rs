@@ -4,13 +4,13 @@
 #[cfg(adaptx_loom)]
 pub(crate) use loom::sync::{
     Arc, Mutex, MutexGuard,
-    atomic::{AtomicU8, AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence},
 };
 
 #[cfg(not(adaptx_loom))]
 pub(crate) use std::sync::{
     Arc, Mutex, MutexGuard,
-    atomic::{AtomicU8, AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering, fence},
 };
 
 /// Locks `m`, ignoring poisoning: no code in this crate panics while holding
@@ -39,6 +39,66 @@ pub(crate) fn spin_wait_step(spins: &mut u32) {
             std::thread::yield_now();
         }
     }
+}
+
+/// A thread's number, given back when it is dropped (a thread keeps it in
+/// a thread-local, so when the thread exits): unique among the numbers
+/// held, never 0, and the lowest free number is given first, so a pool
+/// that replaces its threads keeps using the same few numbers.
+///
+/// Between the return of a number and its next holder stands the free
+/// list's lock: whatever the old holder wrote under the number happens
+/// before whatever the new one does.
+#[cfg(not(adaptx_loom))]
+#[derive(Debug)]
+pub(crate) struct ThreadNumber(u64);
+
+/// Numbers given back, and the next never given.
+#[cfg(not(adaptx_loom))]
+static NUMBERS: std::sync::Mutex<(Vec<u64>, u64)> = std::sync::Mutex::new((Vec::new(), 1));
+
+#[cfg(not(adaptx_loom))]
+impl ThreadNumber {
+    /// The lowest free number.
+    #[cold]
+    pub(crate) fn take() -> Self {
+        let mut numbers = lock(&NUMBERS);
+        let (free, next) = &mut *numbers;
+        let n = free.pop().unwrap_or_else(|| {
+            *next += 1;
+            *next - 1
+        });
+        Self(n)
+    }
+
+    /// The number.
+    #[inline]
+    pub(crate) fn get(&self) -> u64 {
+        self.0
+    }
+}
+
+#[cfg(not(adaptx_loom))]
+impl Drop for ThreadNumber {
+    fn drop(&mut self) {
+        let mut numbers = lock(&NUMBERS);
+        numbers.0.push(self.0);
+        // Lowest last: popped first.
+        numbers.0.sort_unstable_by(|a, b| b.cmp(a));
+    }
+}
+
+/// The calling thread's number under loom: the model's own thread index
+/// (plus one), so every execution of a model numbers its threads alike.
+#[cfg(adaptx_loom)]
+pub(crate) fn thread_number() -> Option<u64> {
+    // loom's `ThreadId` shows its index as `ThreadId(N)`.
+    let id = format!("{:?}", loom::thread::current().id());
+    id.trim_start_matches("ThreadId(")
+        .trim_end_matches(')')
+        .parse::<u64>()
+        .ok()
+        .map(|n| n + 1)
 }
 
 /// Pads a value to its own cache line pair so hot atomics written by

@@ -10,7 +10,9 @@
 //! `record_skipped` and drop; `try_acquire_owned`; rejections; `allow`,
 //! `limit`, `in_flight`; completions that close a window and run the law
 //! with the limit moving both ways; and the async `acquire` future, which
-//! must complete on its first poll when a permit is free.
+//! must complete on its first poll when a permit is free. The rate limiter's
+//! admissions (global and keyed), rejections, completions and interval
+//! closes that move the rate.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -22,7 +24,7 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use adaptx::{Algorithm, Limiter, ManualClock, Outcome, TryAcquireError};
+use adaptx::{Algorithm, Limiter, ManualClock, Outcome, RateLimiter, TryAcquireError};
 
 /// Backtraces printed per thread at most (each one allocates, unarmed).
 const MAX_REPORTS: u32 = 3;
@@ -592,4 +594,55 @@ fn with_metrics_window_closes_do_not_allocate() {
     });
     let s = l.stats();
     assert!(s.increases > 0 && s.decreases > 0, "the limit moved: {s:?}");
+}
+
+/// The adaptive rate limiter's hot path — admission (its own bucket and a
+/// key's), completions of every kind, rejections — and interval closes that
+/// move the rate allocate nothing.
+#[test]
+fn rate_limiter_admission_completion_and_close_do_not_allocate() {
+    let clock = ManualClock::new();
+    let b = RateLimiter::builder()
+        .initial_rate(1000)
+        .max_rate(100_000)
+        .adjust_interval(Duration::from_millis(10))
+        .clock(clock.clone());
+    let l = b.clone().build().expect("valid configuration");
+    let keyed = b.build_keyed::<String>().expect("valid configuration");
+    // Warm up: first calls, the key's bucket, the first close.
+    l.try_acquire().expect("free").success();
+    // A key's second request gets it a bucket of its own.
+    keyed.try_acquire("a").expect("free").success();
+    keyed.try_acquire("a").expect("free").success();
+    clock.advance(Duration::from_millis(10));
+    drop(l.try_acquire());
+    let (mut admitted, mut rejected) = (0, 0);
+    assert_no_alloc("rate try_acquire + outcomes, rejections, closes", || {
+        for i in 0..N {
+            match l.try_acquire() {
+                Ok(p) if i % 3 == 0 => p.failure(),
+                Ok(p) if i % 3 == 1 => p.success(),
+                Ok(p) => drop(p),
+                Err(limited) => {
+                    black_box(limited.retry_after());
+                    rejected += 1;
+                    continue;
+                }
+            }
+            admitted += 1;
+            match keyed.try_acquire("a") {
+                Ok(p) => p.record_with_latency(Outcome::Success, LATENCY),
+                Err(limited) => drop(black_box(limited)),
+            }
+            if i % 64 == 0 {
+                clock.advance(Duration::from_millis(10));
+            }
+        }
+    });
+    let s = l.stats();
+    assert!(
+        admitted > 0 && rejected > 0,
+        "{admitted} admitted, {rejected} rejected"
+    );
+    assert!(s.decreases > 0, "closes moved the rate: {s:?}");
 }

@@ -854,3 +854,117 @@ fn keyed_limiter_accepts_borrowed_keys_and_any_hashable_type() {
     ips.try_acquire(&ip).unwrap().success();
     assert_eq!(ips.stats().successes, 1);
 }
+
+/// Every completion counts exactly once, whichever thread records it:
+/// threads that come and go (their numbers, and so their lanes' owned
+/// counters, handed on to the next threads), more threads than lanes, and
+/// permits admitted on one thread and recorded on another.
+#[test]
+fn counts_stay_exact_across_threads_that_come_and_go() {
+    let clock = ManualClock::new();
+    let l = RateLimiter::builder()
+        .initial_rate(1_000_000)
+        .max_rate(1_000_000)
+        .adjust_interval(Duration::from_secs(3600))
+        .clock(clock)
+        .build()
+        .expect("valid");
+    const ROUNDS: usize = 4;
+    const THREADS: usize = 6;
+    const EACH: usize = 4_000;
+    for _ in 0..ROUNDS {
+        let start = Arc::new(Barrier::new(THREADS));
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (l, start) = (l.clone(), Arc::clone(&start));
+                thread::spawn(move || {
+                    start.wait();
+                    let mut handed = Vec::new();
+                    for i in 0..EACH {
+                        if i % 16 == 0 {
+                            // Interleave the threads on any number of CPUs.
+                            thread::yield_now();
+                        }
+                        let p = l.try_acquire().expect("never empty");
+                        match (t + i) % 4 {
+                            0 => p.success(),
+                            1 => p.failure(),
+                            2 => drop(p),
+                            _ => handed.push(p),
+                        }
+                    }
+                    handed
+                })
+            })
+            .collect();
+        let handed: Vec<RatePermit> = handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("no panic"))
+            .collect();
+        // Recorded on this thread, admitted on the others.
+        for p in handed {
+            p.success();
+        }
+    }
+    let s = l.stats();
+    let n = (ROUNDS * THREADS * EACH) as u64;
+    assert_eq!(s.admitted, n);
+    assert_eq!(s.in_flight, 0);
+    assert_eq!((s.successes, s.failures, s.dropped), (n / 2, n / 4, n / 4));
+}
+
+/// A clock that raises a flag when it is dropped: when the limiter's engine
+/// is freed.
+#[derive(Debug)]
+struct FlagOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl adaptx::Clock for FlagOnDrop {
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl Drop for FlagOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A permit may outlive its limiter and still records; the engine is freed
+/// once the permits are finished and the thread that keeps a spare handle
+/// to it (the one that finished the last permit) moves on to another
+/// limiter or exits: nothing is kept for good.
+#[test]
+fn a_dropped_limiter_is_freed_once_its_permits_and_threads_are_done() {
+    for move_on in [false, true] {
+        let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let clock = FlagOnDrop(Arc::clone(&freed));
+        let flag = Arc::clone(&freed);
+        // `join` returns once the thread has exited, its thread-locals
+        // destroyed (a scoped thread's end is signalled before that).
+        thread::spawn(move || {
+            let l = RateLimiter::builder().clock(clock).build().expect("valid");
+            let (a, b) = (
+                l.try_acquire().expect("full"),
+                l.try_acquire().expect("full"),
+            );
+            drop(l);
+            a.success();
+            drop(b);
+            if move_on {
+                let other = RateLimiter::builder().build().expect("valid");
+                other.try_acquire().expect("full").success();
+                assert!(
+                    flag.load(std::sync::atomic::Ordering::SeqCst),
+                    "freed on moving on"
+                );
+            }
+        })
+        .join()
+        .expect("no panic");
+        assert!(
+            freed.load(std::sync::atomic::Ordering::SeqCst),
+            "freed at thread exit"
+        );
+    }
+}

@@ -165,8 +165,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use self::admission::{
     ADMIT_AFTER, KEYS_PER_NEWCOMER_BUCKET, MAX_NEWCOMERS_PER_SHARD, Shard, Start,
 };
-use super::bucket::Bucket;
-use super::engine::Core;
+use super::bucket::TimedBucket;
+use super::engine::{Core, Engine};
 use super::{RateLimited, RatePermit, RateStats, lock};
 use crate::sync::Padded;
 
@@ -267,7 +267,7 @@ pub struct KeyedRateLimiter<K> {
 }
 
 struct Inner {
-    core: Arc<Core>,
+    core: Engine,
     hasher: RandomState,
     shards: Box<[Padded<Mutex<Shard>>; SHARDS]>,
     len: AtomicUsize,
@@ -307,14 +307,14 @@ impl<K> KeyedRateLimiter<K> {
             .clamp(1, MAX_NEWCOMERS_PER_SHARD);
         let shards = Box::new(std::array::from_fn(|i| {
             let seed = hasher.hash_one(i);
-            let bucket = || core.new_bucket(now);
+            let bucket = || core.key_bucket(now, true);
             Padded(Mutex::new(Shard::new(
                 cap, per_shard, newcomers, seed, now, bucket,
             )))
         }));
         Self {
             inner: Arc::new(Inner {
-                core: Arc::new(core),
+                core: Engine::new(core),
                 hasher,
                 shards,
                 len: AtomicUsize::new(0),
@@ -339,6 +339,10 @@ impl<K> KeyedRateLimiter<K> {
 
     /// Sets the rate now, for every key, keeping the keys and their
     /// buckets' tokens; as [`RateLimiter::set_rate`](crate::RateLimiter::set_rate).
+    /// One difference: when the capacity grows with the rate, a key whose
+    /// bucket was idle past the old capacity may hold up to the new one at
+    /// its next request (the table is not walked to clip it), as if the
+    /// larger capacity had applied while it was idle.
     ///
     /// # Errors
     ///
@@ -476,13 +480,12 @@ impl<K: Hash + Eq> KeyedRateLimiter<K> {
         let core = &inner.core;
         let now = core.now();
         core.maybe_adjust(now);
-        let rate = core.rate();
         let h = inner.hasher.hash_one(key);
         let mut s = lock(&inner.shards[shard_of(h)]);
         if let Some(bucket) = s.table.hit(h) {
-            return core.admit(bucket, now, rate);
+            return core.admit_keyed(bucket, now);
         }
-        inner.admit_unknown(s, h, now, rate)
+        inner.admit_unknown(s, h, now)
     }
 }
 
@@ -509,18 +512,17 @@ impl Inner {
         mut s: MutexGuard<'a, Shard>,
         h: u64,
         now: u64,
-        rate: u64,
     ) -> Result<RatePermit, RateLimited> {
         let core = &self.core;
         self.sweep_shard_if_due(&mut s, now);
         let seen = s.sight(h);
-        let idle = |b: &Bucket| self.idle(b.last(), now);
+        let idle = |b: &TimedBucket| self.idle(b.last(), now);
         let new_bucket = |start| match start {
-            Start::Full => core.new_bucket(now),
-            Start::OneToken => Bucket::full(now, 1),
+            Start::Full => core.key_bucket(now, true),
+            Start::OneToken => core.key_bucket(now, false),
         };
         if let Some(bucket) = s.take_slot(h, seen, new_bucket, idle, || self.reserve()) {
-            return core.admit(bucket, now, rate);
+            return core.admit_keyed(bucket, now);
         }
         if seen >= ADMIT_AFTER && !s.table.is_full() && self.len() >= self.max_keys {
             // Every slot of the table is taken: free idle ones everywhere
@@ -530,13 +532,13 @@ impl Inner {
             self.sweep_all_if_due(now);
             s = lock(&self.shards[shard_of(h)]);
             if let Some(bucket) = s.table.hit(h) {
-                return core.admit(bucket, now, rate);
+                return core.admit_keyed(bucket, now);
             }
             if let Some(bucket) = s.take_slot(h, seen, new_bucket, idle, || self.reserve()) {
-                return core.admit(bucket, now, rate);
+                return core.admit_keyed(bucket, now);
             }
         }
-        core.admit(s.newcomer(h), now, rate)
+        core.admit_keyed(s.newcomer(h), now)
     }
 
     /// Keys with a slot.

@@ -1,11 +1,9 @@
 //! The [`RateLimiter`] facade.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
 
-use super::bucket::Bucket;
-use super::engine::Core;
-use super::{RateLimited, RateLimiterBuilder, RatePermit, RateStats, lock};
+use super::engine::{Core, Engine};
+use super::{RateLimited, RateLimiterBuilder, RatePermit, RateStats};
 
 /// An adaptive rate limiter: a token bucket whose rate a controller moves
 /// from the latency and the errors of completed requests.
@@ -26,12 +24,23 @@ use super::{RateLimited, RateLimiterBuilder, RatePermit, RateStats, lock};
 /// **Token bucket.** The bucket holds at most `C` tokens, where `C` is the
 /// configured [`burst`](RateLimiterBuilder::burst) or, by default, the
 /// current rate `r` (one second of it, as in mizu). It starts full and earns
-/// `r · Δt` tokens over `Δt`, kept to 10⁻⁹ token — no fraction is lost, so
-/// traffic arriving faster than `1/r` is admitted at `r`, not starved (mizu
-/// truncated each refill to whole tokens and fell to almost nothing under
-/// load). Each admission takes one token. A rejection reports
-/// `retry_after = ceil((1 − tokens) / r)`, exact to the nanosecond. The
-/// refill is capped at `C`, so any idle time, even centuries, is safe.
+/// `r · Δt` tokens over `Δt`, counted exactly (to 1/512 token, with no
+/// rounding carried from one call to the next), so traffic arriving faster
+/// than `1/r` is admitted at `r`, not starved (mizu truncated each refill to
+/// whole tokens and fell to almost nothing under load). Each admission
+/// takes one token. A rejection reports the exact time until the bucket
+/// holds one token at the current rate, `ceil((1 − tokens) / r)`, rounded
+/// up to the nanosecond. The refill is capped at `C`, so any idle time,
+/// even centuries, is safe.
+///
+/// The bucket is GCRA (the generic cell rate algorithm of ATM networks, as
+/// in the `governor` crate) on a *token clock*: the limiter counts the
+/// tokens minted since it was built, at the rate in force at each instant,
+/// and a bucket is one word, the count at which it was last empty; an
+/// admission is one compare-and-swap on it. A rate change — the
+/// controller's, or [`set_rate`](RateLimiter::set_rate) — starts the clock
+/// anew from where it stands, so no bucket gains or loses a token by it; a
+/// lowered capacity clips the bucket, a raised one lets it refill further.
 ///
 /// **Controller.** Requests are counted when they *complete* (their permit
 /// records an outcome), so requests held by a hung backend say nothing until
@@ -90,12 +99,7 @@ use super::{RateLimited, RateLimiterBuilder, RatePermit, RateStats, lock};
 /// ```
 #[derive(Clone)]
 pub struct RateLimiter {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    core: Arc<Core>,
-    bucket: Mutex<Bucket>,
+    core: Engine,
 }
 
 impl fmt::Debug for RateLimiter {
@@ -113,12 +117,8 @@ impl RateLimiter {
     }
 
     pub(crate) fn from_core(core: Core) -> Self {
-        let bucket = core.new_bucket(core.now());
         Self {
-            inner: Arc::new(Inner {
-                core: Arc::new(core),
-                bucket: Mutex::new(bucket),
-            }),
+            core: Engine::new(core),
         }
     }
 
@@ -129,24 +129,19 @@ impl RateLimiter {
     ///
     /// [`RateLimited`], with the time until a token is available, if the
     /// bucket holds less than one token.
+    #[inline]
     pub fn try_acquire(&self) -> Result<RatePermit, RateLimited> {
-        let core = &self.inner.core;
-        let now = core.now();
-        core.maybe_adjust(now);
-        let rate = core.rate();
-        let admitted = core.admit(&mut lock(&self.inner.bucket), now, rate);
-        core.observe_tokens(now, &admitted);
-        admitted
+        self.core.acquire(self.core.now())
     }
 
     /// The current rate, in requests per second.
     pub fn current_rate(&self) -> u64 {
-        self.inner.core.rate()
+        self.core.rate()
     }
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> RateStats {
-        self.inner.core.stats()
+        self.core.stats()
     }
 
     /// Sets the rate now, keeping the bucket's tokens: from this instant the
@@ -176,7 +171,7 @@ impl RateLimiter {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_rate(&self, rate: u64) -> Result<(), crate::ConfigError> {
-        self.inner.core.set_rate(rate)
+        self.core.set_rate(rate)
     }
 
     /// Sets the law's floor and ceiling now, checked as the builder's
@@ -203,7 +198,7 @@ impl RateLimiter {
     /// # Ok::<(), adaptx::ConfigError>(())
     /// ```
     pub fn set_bounds(&self, min_rate: u64, max_rate: u64) -> Result<(), crate::ConfigError> {
-        self.inner.core.set_bounds(min_rate, max_rate)
+        self.core.set_bounds(min_rate, max_rate)
     }
 
     /// Replaces the law that moves the rate, from the next interval's close
@@ -211,17 +206,17 @@ impl RateLimiter {
     /// another kind starts from what it knows at the start; the interval in
     /// progress keeps its evidence.
     pub fn set_law(&self, law: crate::RateLaw) {
-        self.inner.core.set_law(law);
+        self.core.set_law(law);
     }
 
     /// The law that moves the rate.
     pub fn law(&self) -> crate::RateLaw {
-        self.inner.core.law()
+        self.core.law()
     }
 
     /// The admission mode (see [`Mode`](crate::Mode)).
     pub fn mode(&self) -> crate::Mode {
-        self.inner.core.mode()
+        self.core.mode()
     }
 
     /// Switches the admission mode at once; returns the mode it replaces.
@@ -249,6 +244,6 @@ impl RateLimiter {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn set_mode(&self, mode: crate::Mode) -> crate::Mode {
-        self.inner.core.set_mode(mode)
+        self.core.set_mode(mode)
     }
 }

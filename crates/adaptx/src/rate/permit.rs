@@ -1,12 +1,12 @@
 //! The permit an admitted request carries to its completion.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::engine::Core;
+use super::engine::{End, Lane};
 use crate::clock::{duration_nanos, sample_nanos};
 use crate::limiter::Outcome;
+use crate::sync::Arc;
 
 /// An admitted request of a [`RateLimiter`](crate::RateLimiter) or
 /// [`KeyedRateLimiter`](crate::KeyedRateLimiter).
@@ -42,11 +42,11 @@ use crate::limiter::Outcome;
 /// ```
 #[must_use = "dropping a rate permit records no outcome"]
 pub struct RatePermit {
-    core: Arc<Core>,
+    /// `None` once the permit has ended.
+    lane: Option<Arc<Lane>>,
     start: u64,
     rate: u64,
     remaining: u64,
-    done: bool,
 }
 
 impl fmt::Debug for RatePermit {
@@ -60,13 +60,12 @@ impl fmt::Debug for RatePermit {
 }
 
 impl RatePermit {
-    pub(crate) fn new(core: Arc<Core>, start: u64, rate: u64, remaining: u64) -> Self {
+    pub(crate) fn new(lane: Arc<Lane>, start: u64, rate: u64, remaining: u64) -> Self {
         Self {
-            core,
+            lane: Some(lane),
             start,
             rate,
             remaining,
-            done: false,
         }
     }
 
@@ -84,7 +83,7 @@ impl RatePermit {
 
     /// Time since admission, on the limiter's clock.
     pub fn elapsed(&self) -> Duration {
-        Duration::from_nanos(self.core.now().saturating_sub(self.start))
+        Duration::from_nanos(self.now().saturating_sub(self.start))
     }
 
     /// Records a success, with the latency measured from admission.
@@ -99,7 +98,7 @@ impl RatePermit {
 
     /// Records `outcome`, with the latency measured from admission.
     pub fn record(mut self, outcome: Outcome) {
-        let now = self.core.now();
+        let now = self.now();
         self.end(outcome, sample_nanos(now.saturating_sub(self.start)), now);
     }
 
@@ -108,21 +107,37 @@ impl RatePermit {
     /// counts as that, as for [`Permit`](crate::Permit), so the interval's
     /// latency sum cannot wrap.
     pub fn record_with_latency(mut self, outcome: Outcome, latency: Duration) {
-        let now = self.core.now();
+        let now = self.now();
         self.end(outcome, sample_nanos(duration_nanos(latency)), now);
     }
 
+    /// The limiter's clock.
+    #[inline]
+    fn now(&self) -> u64 {
+        self.lane
+            .as_ref()
+            .map_or(self.start, |lane| lane.core.now())
+    }
+
     fn end(&mut self, outcome: Outcome, latency: u64, now: u64) {
-        self.done = true;
-        self.core.complete(outcome.is_success(), latency, now);
+        if let Some(lane) = self.lane.take() {
+            let success = outcome.is_success();
+            Lane::finish(
+                lane,
+                End::Recorded {
+                    success,
+                    latency,
+                    now,
+                },
+            );
+        }
     }
 }
 
 impl Drop for RatePermit {
     fn drop(&mut self) {
-        if !self.done {
-            self.done = true;
-            self.core.drop_permit();
+        if let Some(lane) = self.lane.take() {
+            Lane::finish(lane, End::Dropped);
         }
     }
 }

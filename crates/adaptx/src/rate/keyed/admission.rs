@@ -10,7 +10,7 @@
 //! do and never on a lock of its own. The global key count is the caller's
 //! (a CAS loop, handed in as `reserve`).
 
-use super::super::bucket::Bucket;
+use super::super::bucket::TimedBucket;
 use super::reduce;
 use super::sketch::FrequencySketch;
 use super::table::{Table, Weakness};
@@ -53,7 +53,7 @@ pub(super) struct Shard {
     sketch_keys: usize,
     keys: usize,
     /// Shared by the keys of this shard that have no slot, chosen by hash.
-    newcomers: Box<[Bucket]>,
+    newcomers: Box<[TimedBucket]>,
 }
 
 impl Shard {
@@ -65,7 +65,7 @@ impl Shard {
         newcomers: usize,
         seed: u64,
         now: u64,
-        bucket: impl Fn() -> Bucket,
+        bucket: impl Fn() -> TimedBucket,
     ) -> Self {
         let sketch_keys = keys.min(SKETCH_KEYS_AT_START);
         Self {
@@ -98,10 +98,10 @@ impl Shard {
         &mut self,
         h: u64,
         seen: u32,
-        new_bucket: impl FnOnce(Start) -> Bucket,
-        idle: impl Fn(&Bucket) -> bool,
+        new_bucket: impl FnOnce(Start) -> TimedBucket,
+        idle: impl Fn(&TimedBucket) -> bool,
         reserve: impl FnOnce() -> bool,
-    ) -> Option<&mut Bucket> {
+    ) -> Option<&mut TimedBucket> {
         if seen < ADMIT_AFTER {
             return None;
         }
@@ -123,7 +123,7 @@ impl Shard {
     }
 
     /// The newcomer bucket of the key with hash `h`.
-    pub(super) fn newcomer(&mut self, h: u64) -> &mut Bucket {
+    pub(super) fn newcomer(&mut self, h: u64) -> &mut TimedBucket {
         // The low bits: the top ones chose the shard and the doorkeeper set.
         let i = reduce(h << 32, self.newcomers.len());
         &mut self.newcomers[i]

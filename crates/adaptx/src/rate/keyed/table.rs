@@ -20,13 +20,13 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::super::bucket::Bucket;
+use super::super::bucket::TimedBucket;
 
 /// A tracked key: its hash, its bucket, and how often it was used.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(super) struct Slot {
     hash: u64,
-    pub(super) bucket: Bucket,
+    pub(super) bucket: TimedBucket,
     /// Sightings when it took the slot, then one per request through it
     /// (admitted or not), saturating: what a candidate's sightings must
     /// exceed to take the slot while it is in use.
@@ -112,7 +112,7 @@ impl Table {
 
     /// The slot of the key with hash `h`, counting a hit.
     #[inline]
-    pub(super) fn hit(&mut self, h: u64) -> Option<&mut Bucket> {
+    pub(super) fn hit(&mut self, h: u64) -> Option<&mut TimedBucket> {
         let &i = self.index.get(&h)?;
         let slot = &mut self.slots[i as usize];
         slot.hits = slot.hits.saturating_add(1);
@@ -121,7 +121,7 @@ impl Table {
 
     /// Adds the key with hash `h` (not in the table, which is not full);
     /// returns its bucket.
-    pub(super) fn insert(&mut self, h: u64, bucket: Bucket, hits: u32) -> &mut Bucket {
+    pub(super) fn insert(&mut self, h: u64, bucket: TimedBucket, hits: u32) -> &mut TimedBucket {
         if self.slots.len() == self.slots.capacity() {
             // Double, but never past the cap: the bound on bytes is exact.
             let more = self.slots.len().max(4).min(self.cap - self.slots.len());
@@ -139,7 +139,13 @@ impl Table {
 
     /// Replaces the key at position `i` by the key with hash `h`; returns
     /// its bucket.
-    pub(super) fn replace(&mut self, i: usize, h: u64, bucket: Bucket, hits: u32) -> &mut Bucket {
+    pub(super) fn replace(
+        &mut self,
+        i: usize,
+        h: u64,
+        bucket: TimedBucket,
+        hits: u32,
+    ) -> &mut TimedBucket {
         let old = std::mem::replace(
             &mut self.slots[i],
             Slot {
@@ -156,7 +162,7 @@ impl Table {
     /// The weakest of a random sample of slots, with its position.
     pub(super) fn weakest_sampled(
         &mut self,
-        idle: impl Fn(&Bucket) -> bool,
+        idle: impl Fn(&TimedBucket) -> bool,
     ) -> Option<(usize, Weakness)> {
         let n = self.slots.len();
         (0..VICTIM_SAMPLE.min(n))
@@ -175,7 +181,7 @@ impl Table {
 
     /// Removes every slot whose bucket is idle; returns how many, and the
     /// slots kept.
-    pub(super) fn remove_idle(&mut self, idle: impl Fn(&Bucket) -> bool) -> usize {
+    pub(super) fn remove_idle(&mut self, idle: impl Fn(&TimedBucket) -> bool) -> usize {
         let before = self.slots.len();
         let mut i = 0;
         while i < self.slots.len() {
@@ -193,7 +199,7 @@ impl Table {
     }
 
     /// The buckets of the keys tracked.
-    pub(super) fn buckets(&self) -> impl Iterator<Item = &Bucket> {
+    pub(super) fn buckets(&self) -> impl Iterator<Item = &TimedBucket> {
         self.slots.iter().map(|s| &s.bucket)
     }
 }
@@ -208,8 +214,15 @@ fn position(i: usize) -> u32 {
 mod tests {
     use super::*;
 
-    fn idle_before(t: u64) -> impl Fn(&Bucket) -> bool {
-        move |b: &Bucket| b.last() < t
+    use super::super::super::bucket::{Bucket, ONE};
+
+    /// A bucket last used at `t`.
+    fn used_at(t: u64) -> TimedBucket {
+        TimedBucket::new(Bucket::full(0, ONE), t)
+    }
+
+    fn idle_before(t: u64) -> impl Fn(&TimedBucket) -> bool {
+        move |b: &TimedBucket| b.last() < t
     }
 
     #[test]
@@ -221,11 +234,11 @@ mod tests {
     fn insert_hit_replace_remove_keep_the_index_consistent() {
         let mut t = Table::new(8, 1, 0);
         for k in 0..8u64 {
-            t.insert(k << 40, Bucket::full(k, 1), 1);
+            t.insert(k << 40, used_at(k), 1);
         }
         assert!(t.is_full());
         assert_eq!(t.slots.capacity(), 8);
-        t.replace(3, 99 << 40, Bucket::full(10, 1), 5);
+        t.replace(3, 99 << 40, used_at(10), 5);
         assert!(t.hit(3 << 40).is_none());
         assert!(t.hit(99 << 40).is_some());
         // Keys last used at 0, 1 and 2 are idle before 3.
@@ -242,8 +255,8 @@ mod tests {
     #[test]
     fn the_sample_prefers_idle_then_fewest_hits() {
         let mut t = Table::new(2, 7, 0);
-        t.insert(1, Bucket::full(5, 1), 3);
-        t.insert(2, Bucket::full(5, 1), 9);
+        t.insert(1, used_at(5), 3);
+        t.insert(2, used_at(5), 9);
         // Eight draws from two slots: both are seen (all but 2 · 2⁻⁸).
         let (i, w) = t.weakest_sampled(idle_before(0)).expect("a slot");
         assert_eq!((t.slots[i].hash, w), (1, Weakness::Active(3)));
@@ -285,7 +298,7 @@ mod tests {
                     Op::Insert(k) => {
                         let h = u64::from(k) << 40;
                         if !t.is_full() && !model.contains_key(&h) {
-                            t.insert(h, Bucket::full(now, 1), 2);
+                            t.insert(h, used_at(now), 2);
                             model.insert(h, now);
                         }
                     }
@@ -300,7 +313,7 @@ mod tests {
                         }
                         if let Some((i, _)) = t.weakest_sampled(|_| false) {
                             model.remove(&t.slots[i].hash);
-                            t.replace(i, h, Bucket::full(now, 1), 2);
+                            t.replace(i, h, used_at(now), 2);
                             model.insert(h, now);
                         }
                     }
