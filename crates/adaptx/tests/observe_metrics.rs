@@ -472,3 +472,34 @@ fn metrics_keyed_rate_limiter_reports_everything_but_tokens() {
     // One bucket per key: no tokens gauge is ever set.
     assert_eq!(recorder.gauge(RATE_TOKENS, "per-client"), 0.0);
 }
+
+#[test]
+fn metrics_run_time_changes_move_the_level_gauges_at_once() {
+    let (rig, recorder) = rig();
+    let held = rig.limiter.try_acquire().expect("a permit");
+    let levels = || {
+        [
+            LIMITER_LIMIT,
+            LIMITER_MIN_LIMIT,
+            LIMITER_MAX_LIMIT,
+            LIMITER_IN_FLIGHT,
+            LIMITER_AVAILABLE,
+        ]
+        .map(|name| recorder.gauge(name, "db"))
+    };
+    // No window closes in this test: every move below is the operator's.
+    rig.limiter.force_limit(3).expect("valid");
+    assert_eq!(levels(), [3.0, 2.0, 8.0, 1.0, 2.0]);
+    rig.limiter
+        .reconfigure(|b| b.min_limit(1).max_limit(6))
+        .expect("valid");
+    assert_eq!(levels(), [3.0, 1.0, 6.0, 1.0, 2.0]);
+    // Released, the forced 3 stays; a reconfiguration that clamps it moves
+    // the gauge with it.
+    assert_eq!(rig.limiter.release_forced_limit(), Some(3));
+    rig.limiter
+        .reconfigure(|b| b.min_limit(1).max_limit(2))
+        .expect("valid");
+    assert_eq!(levels(), [2.0, 1.0, 2.0, 1.0, 1.0]);
+    drop(held);
+}

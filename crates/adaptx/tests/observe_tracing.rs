@@ -270,3 +270,52 @@ fn tracing_events_are_emitted_outside_the_controller_lock() {
     }
     assert!(blocked.lock().expect("blocked").is_empty());
 }
+
+#[test]
+fn tracing_run_time_changes_are_logged_with_the_new_levels() {
+    let capture = Capture::default();
+    let rig = rig();
+    traced(&capture, || {
+        rig.limiter.force_limit(3).expect("valid");
+        rig.limiter
+            .reconfigure(|b| b.min_limit(2).max_limit(6))
+            .expect("valid");
+        assert_eq!(rig.limiter.release_forced_limit(), Some(3));
+        // Nothing forced: nothing released, nothing logged.
+        assert_eq!(rig.limiter.release_forced_limit(), None);
+        // A refused change changes nothing and logs nothing.
+        assert!(rig.limiter.reconfigure(|b| b.min_limit(0)).is_err());
+    });
+    let ops: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|e| e.level == Level::INFO)
+        .collect();
+    let messages: Vec<_> = ops.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(
+        messages,
+        [
+            "limit forced",
+            "limiter reconfigured",
+            "forced limit released"
+        ]
+    );
+    let fields = |e: &Seen| {
+        ["limiter", "limit", "min_limit", "max_limit", "forced"]
+            .map(|f| e.field(f).map(str::to_owned))
+    };
+    let some = |v: &str| Some(v.to_owned());
+    assert_eq!(
+        fields(&ops[0]),
+        [some("db"), some("3"), some("1"), some("8"), some("3")]
+    );
+    assert_eq!(
+        fields(&ops[1]),
+        [some("db"), some("3"), some("2"), some("6"), some("3")]
+    );
+    assert_eq!(
+        fields(&ops[2]),
+        [some("db"), some("3"), some("2"), some("6"), None]
+    );
+    assert!(ops.iter().all(|e| e.target == "adaptx"));
+}

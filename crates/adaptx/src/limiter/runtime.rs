@@ -27,6 +27,7 @@ use crate::control::ControlConfig;
 use crate::error::ConfigError;
 use crate::law::ControlLaw;
 use crate::mode::Mode;
+use crate::observe::{Operated, Operation};
 use crate::pool::{Woken, check_partitioned_limit};
 use crate::sync::lock;
 
@@ -182,6 +183,14 @@ impl Inner {
         }
         pool.set_limit_deferred(limit).1
     }
+
+    /// Tells the observer about an operator's change whose configuration is
+    /// now `cfg` (under the controller mutex, held by the caller); the
+    /// returned operation logs it once the mutex is released.
+    fn operated(&self, what: Operated, cfg: &ControlConfig) -> Operation<'_> {
+        self.observe
+            .operated(what, self.pool(), cfg.min_limit, cfg.max_limit, cfg.forced)
+    }
 }
 
 impl Limiter {
@@ -289,7 +298,7 @@ impl Limiter {
     /// ```
     pub fn reconfigure(&self, f: impl FnOnce(Builder) -> Builder) -> Result<(), ConfigError> {
         let inner = &*self.inner;
-        let woken = {
+        let (woken, operation) = {
             let mut tuning = lock(&inner.tuning);
             let seed = tuning
                 .settings
@@ -332,14 +341,16 @@ impl Limiter {
                 inner.hot.window.set_early(u64::MAX);
             }
             let limit = inner.pool().limit();
-            match cfg.forced {
+            let woken = match cfg.forced {
                 None if !(cfg.min_limit..=cfg.max_limit).contains(&limit) => {
                     inner.move_limit(limit.clamp(cfg.min_limit, cfg.max_limit))
                 }
                 _ => Woken::default(),
-            }
+            };
+            (woken, inner.operated(Operated::Reconfigured, &cfg))
         };
         woken.wake_all();
+        operation.emit();
         Ok(())
     }
 
@@ -356,7 +367,10 @@ impl Limiter {
     /// [`reset_stats`](Limiter::reset_stats) and
     /// [`reconfigure`](Limiter::reconfigure) keep it. It is not a window's
     /// decision: no increase or decrease is counted and the limit-change
-    /// hook is not called.
+    /// hook is not called; the `metrics` feature's level gauges follow at
+    /// once and the `tracing` feature logs `limit forced` (see
+    /// [`observe`](crate::observe)), as for `reconfigure` and
+    /// `release_forced_limit`.
     ///
     /// # Errors
     ///
@@ -381,14 +395,16 @@ impl Limiter {
         if inner.pool().table().is_some() {
             check_partitioned_limit("forced_limit", limit)?;
         }
-        let woken = {
+        let (woken, operation) = {
             let _tuning = lock(&inner.tuning);
             let mut control = lock(&inner.control);
             control.cfg.forced = Some(limit);
             inner.tuned.set(&control.cfg, control.law.as_ref());
-            inner.move_limit(limit)
+            let woken = inner.move_limit(limit);
+            (woken, inner.operated(Operated::Forced, &control.cfg))
         };
         woken.wake_all();
+        operation.emit();
         Ok(())
     }
 
@@ -398,7 +414,7 @@ impl Limiter {
     /// it.
     pub fn release_forced_limit(&self) -> Option<usize> {
         let inner = &*self.inner;
-        let (released, woken) = {
+        let (released, woken, operation) = {
             let _tuning = lock(&inner.tuning);
             let mut control = lock(&inner.control);
             let released = control.cfg.forced.take();
@@ -411,9 +427,13 @@ impl Limiter {
                 }
                 _ => Woken::default(),
             };
-            (released, woken)
+            let operation = released.map(|_| inner.operated(Operated::Released, &cfg));
+            (released, woken, operation)
         };
         woken.wake_all();
+        if let Some(operation) = operation {
+            operation.emit();
+        }
         released
     }
 

@@ -25,11 +25,11 @@
 //!
 //! | name | kind | what | updated |
 //! |---|---|---|---|
-//! | `adaptx_limiter_limit` | gauge | the live limit | at build, each window close, reset |
-//! | `adaptx_limiter_min_limit` | gauge | `min_limit` | at build, each window close |
-//! | `adaptx_limiter_max_limit` | gauge | `max_limit` | at build, each window close |
-//! | `adaptx_limiter_in_flight` | gauge | operations admitted, not finished | each window close and rejection |
-//! | `adaptx_limiter_available` | gauge | permits free | each window close and rejection |
+//! | `adaptx_limiter_limit` | gauge | the live limit | at build, each window close, reset, run-time change |
+//! | `adaptx_limiter_min_limit` | gauge | `min_limit` | at build, each window close, run-time change |
+//! | `adaptx_limiter_max_limit` | gauge | `max_limit` | at build, each window close, run-time change |
+//! | `adaptx_limiter_in_flight` | gauge | operations admitted, not finished | each window close, rejection and run-time change |
+//! | `adaptx_limiter_available` | gauge | permits free | each window close, rejection and run-time change |
 //! | `adaptx_limiter_successes_total` | counter | outcomes recorded as successes | each window close |
 //! | `adaptx_limiter_failures_total` | counter | outcomes recorded as failures | each window close |
 //! | `adaptx_limiter_dropped_total` | counter | permits released without an outcome | at once |
@@ -97,6 +97,9 @@
 //! | `DEBUG` | `limit changed` | `law`, `old`, `new`, `samples`, `failures` (fresh), `stale_failures`, `peak_in_flight`, `mean_latency_ms`, `rtt_min_ms` (absent before any success) | every limit change by a window |
 //! | `WARN` | `limit pinned at min_limit` | `min_limit`, `windows` | after `MIN_LIMIT_WARN_WINDOWS` (10) windows in a row at `min_limit`, once per episode |
 //! | `INFO` | `limit left min_limit` | `min_limit`, `windows` | the end of an episode that was warned about |
+//! | `INFO` | `limiter reconfigured` | `limit`, `min_limit`, `max_limit`, `forced` (absent when none) | [`Limiter::reconfigure`](crate::Limiter::reconfigure) succeeded |
+//! | `INFO` | `limit forced` | the same | [`Limiter::force_limit`](crate::Limiter::force_limit) |
+//! | `INFO` | `forced limit released` | the same | [`Limiter::release_forced_limit`](crate::Limiter::release_forced_limit) released one |
 //!
 //! Events are emitted after the controller's lock is released, never under
 //! it.
@@ -228,6 +231,38 @@ impl Observer {
         self.trace.episode(note.episode, min_limit);
     }
 
+    /// An operator moved the limit or its bounds ([`Operated`]): the level
+    /// gauges follow at once (not at the next window close) and an `INFO`
+    /// event says what was done. Under the controller mutex, so the gauges
+    /// are set in the order of the changes; the event is emitted by the
+    /// returned [`Operation`] once the mutex is released.
+    #[cfg_attr(not(feature = "tracing"), allow(unused_variables))]
+    pub(crate) fn operated(
+        &self,
+        what: Operated,
+        pool: &Pool,
+        min_limit: usize,
+        max_limit: usize,
+        forced: Option<usize>,
+    ) -> Operation<'_> {
+        #[cfg(feature = "metrics")]
+        self.metrics.set_levels(levels(pool, min_limit, max_limit));
+        Operation {
+            #[cfg(feature = "tracing")]
+            trace: &self.trace,
+            #[cfg(feature = "tracing")]
+            event: trace::Operated {
+                what,
+                limit: pool.limit(),
+                min_limit,
+                max_limit,
+                forced,
+            },
+            #[cfg(not(feature = "tracing"))]
+            _observer: std::marker::PhantomData,
+        }
+    }
+
     /// The limiter's counters and learning were reset. Under the controller
     /// mutex.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
@@ -239,6 +274,39 @@ impl Observer {
         }
         #[cfg(feature = "tracing")]
         self.trace.reset();
+    }
+}
+
+/// A change an operator made on a live limiter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Operated {
+    /// [`Limiter::reconfigure`](crate::Limiter::reconfigure).
+    Reconfigured,
+    /// [`Limiter::force_limit`](crate::Limiter::force_limit).
+    Forced,
+    /// [`Limiter::release_forced_limit`](crate::Limiter::release_forced_limit)
+    /// (when a limit was forced).
+    Released,
+}
+
+/// An operator's change still to be logged, after the controller mutex is
+/// released: [`emit`](Operation::emit) it.
+#[derive(Debug)]
+#[must_use]
+pub(crate) struct Operation<'a> {
+    #[cfg(feature = "tracing")]
+    trace: &'a trace::LimiterTrace,
+    #[cfg(feature = "tracing")]
+    event: trace::Operated,
+    #[cfg(not(feature = "tracing"))]
+    _observer: std::marker::PhantomData<&'a ()>,
+}
+
+impl Operation<'_> {
+    /// Logs the change (feature `tracing`). Outside the controller mutex.
+    pub(crate) fn emit(self) {
+        #[cfg(feature = "tracing")]
+        self.trace.operated(&self.event);
     }
 }
 

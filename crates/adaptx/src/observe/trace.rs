@@ -28,6 +28,16 @@ pub(crate) enum Episode {
     Released(u64),
 }
 
+/// An operator's change, as logged.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Operated {
+    pub(crate) what: super::Operated,
+    pub(crate) limit: usize,
+    pub(crate) min_limit: usize,
+    pub(crate) max_limit: usize,
+    pub(crate) forced: Option<usize>,
+}
+
 /// The tracing state of one limiter.
 #[derive(Debug)]
 pub(crate) struct LimiterTrace {
@@ -85,6 +95,24 @@ impl LimiterTrace {
             mean_latency_ms = w.mean_rtt_nanos / 1e6,
             rtt_min_ms = w.rtt_floor_nanos.map(|ns| ns / 1e6),
             "limit changed"
+        );
+    }
+
+    /// The event of an operator's change.
+    pub(crate) fn operated(&self, o: &Operated) {
+        let message = match o.what {
+            super::Operated::Reconfigured => "limiter reconfigured",
+            super::Operated::Forced => "limit forced",
+            super::Operated::Released => "forced limit released",
+        };
+        tracing::info!(
+            target: TARGET,
+            limiter = &*self.name,
+            limit = o.limit,
+            min_limit = o.min_limit,
+            max_limit = o.max_limit,
+            forced = o.forced,
+            "{message}"
         );
     }
 
