@@ -284,6 +284,9 @@ pub const MAX_COARSE_RESOLUTION: Duration = Duration::from_millis(100);
 ///   delay) behind the system clock, and it never goes backwards.
 /// - **A thread** per clock (and its clones), named `adaptx-coarse-clock`,
 ///   asleep between stores. Share one clock between limiters by cloning it.
+///   A limiter holds a clone; a dropped rate limiter may be held a while
+///   longer by another thread (see [`RateLimiter`](crate::RateLimiter)'s
+///   "Memory after a drop"), and its clock with it.
 ///
 /// A limiter built with a `CoarseClock` reads it without dynamic dispatch, as
 /// it reads the [`SystemClock`].

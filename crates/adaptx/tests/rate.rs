@@ -968,3 +968,43 @@ fn a_dropped_limiter_is_freed_once_its_permits_and_threads_are_done() {
         );
     }
 }
+
+#[test]
+fn a_dropped_limiter_is_freed_at_once_by_the_thread_that_used_it() {
+    // Permits still in flight when the limiter is dropped: the last one to
+    // end frees it, the thread keeping no spare handle of a dropped limiter.
+    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let l = RateLimiter::builder()
+        .clock(FlagOnDrop(Arc::clone(&freed)))
+        .build()
+        .expect("valid");
+    let (a, b) = (
+        l.try_acquire().expect("full"),
+        l.try_acquire().expect("full"),
+    );
+    drop(l);
+    a.success();
+    assert!(
+        !freed.load(std::sync::atomic::Ordering::SeqCst),
+        "b holds it"
+    );
+    drop(b);
+    assert!(
+        freed.load(std::sync::atomic::Ordering::SeqCst),
+        "freed with its last permit"
+    );
+
+    // Every permit ended before the drop: the thread's spare handle goes
+    // with the limiter.
+    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let l = RateLimiter::builder()
+        .clock(FlagOnDrop(Arc::clone(&freed)))
+        .build()
+        .expect("valid");
+    l.try_acquire().expect("full").success();
+    drop(l);
+    assert!(
+        freed.load(std::sync::atomic::Ordering::SeqCst),
+        "freed when dropped"
+    );
+}

@@ -29,9 +29,14 @@
 //! counting one up and down (two locked instructions, 19.6 ns on the
 //! benchmark VM). The cost: each thread keeps at most one reference,
 //! to the lane of the last permit it finished, until it finishes a permit
-//! of another limiter or exits — so a dropped limiter's engine (not a keyed
-//! limiter's table) is freed once its permits are finished and those
-//! threads have moved on. Under loom there is no spare slot.
+//! of another limiter or exits. A permit finished after its limiter was
+//! dropped keeps nothing (the lanes' drop clears a flag), so a limiter
+//! dropped with permits in flight is freed with its last permit, and the
+//! dropping thread's own spare handle goes with the limiter; a spare handle
+//! another thread kept from before the drop stays until that thread
+//! finishes a permit of another limiter or exits (documented on
+//! [`RateLimiter`](super::RateLimiter)). Under loom there is
+//! no spare slot.
 //!
 //! **Owned counters.** Each lane has two sets of counters
 //! ([`LaneCounters`]): one written only by the thread whose number first
@@ -241,6 +246,10 @@ impl Lane {
             let replaced = THREAD.try_with(|t| {
                 if let Some(lane) = &held {
                     lane.count(Some(t.number.get()), end);
+                    if !lane.core.hot.limiter_alive.load(Ordering::Acquire) {
+                        // Nobody will admit on it again: keep nothing.
+                        return None;
+                    }
                 }
                 let mut spare = t.spare.try_borrow_mut().ok()?;
                 std::mem::replace(&mut *spare, held.take())
@@ -372,7 +381,42 @@ std::thread_local! {
 
 /// The lanes of one engine. A `std` `Arc` even under loom: the array is
 /// only read, and loom's `Arc` cannot hold a slice.
-type Lanes = std::sync::Arc<[Arc<Lane>]>;
+type Lanes = std::sync::Arc<LaneSet>;
+
+/// The lanes of one core, shared by a limiter's clones. Dropped with the
+/// last clone: from then on no finished permit is kept in a spare slot, so
+/// an engine whose limiter is gone is freed when its last permit ends.
+#[derive(Debug)]
+struct LaneSet(Box<[Arc<Lane>]>);
+
+impl std::ops::Deref for LaneSet {
+    type Target = [Arc<Lane>];
+
+    fn deref(&self) -> &[Arc<Lane>] {
+        &self.0
+    }
+}
+
+impl Drop for LaneSet {
+    fn drop(&mut self) {
+        let Some(first) = self.0.first() else { return };
+        first.core.hot.limiter_alive.store(false, Ordering::Release);
+        // The dropping thread's own spare handle, if it is one of these
+        // lanes', goes now (released after the borrow ends: it may be the
+        // last handle, whose drop drops the core and a user's clock).
+        #[cfg(not(adaptx_loom))]
+        {
+            let ours = THREAD.try_with(|t| {
+                let mut spare = t.spare.try_borrow_mut().ok()?;
+                match &*spare {
+                    Some(h) if Arc::ptr_eq(&h.core, &first.core) => spare.take(),
+                    _ => None,
+                }
+            });
+            drop(ours);
+        }
+    }
+}
 
 /// The handle a facade holds: one [`Lane`] per lane of one [`Core`];
 /// dereferences to the core.
@@ -384,7 +428,7 @@ pub(crate) struct Engine {
 impl Engine {
     pub(crate) fn new(core: Core) -> Self {
         let core = Arc::new(core);
-        let lanes: Lanes = (0..core.counters.len())
+        let lanes = (0..core.counters.len())
             .map(|index| {
                 Arc::new(Lane {
                     core: Arc::clone(&core),
@@ -392,7 +436,9 @@ impl Engine {
                 })
             })
             .collect();
-        Self { lanes }
+        Self {
+            lanes: std::sync::Arc::new(LaneSet(lanes)),
+        }
     }
 
     /// Closes the interval if it is over at `now`, then takes one token
@@ -465,6 +511,10 @@ struct Hot {
     interval_nanos: u64,
     /// Enforce, shadow or bypass (see [`Mode`]).
     mode: ModeCell,
+    /// Until the limiter's last clone is dropped (its permits may outlive
+    /// it): a finished permit's handle goes to a spare slot only while it
+    /// is alive.
+    limiter_alive: AtomicBool,
 }
 
 /// The shared engine behind [`RateLimiter`](super::RateLimiter) and
@@ -507,6 +557,7 @@ impl Core {
                 interval_start: AtomicU64::new(now),
                 interval_nanos,
                 mode: ModeCell::default(),
+                limiter_alive: AtomicBool::new(true),
             }),
             bucket: Padded(Bucket::full(first.level(now), first.cap)),
             counters: (0..lane_count()).map(|_| LaneCounters::default()).collect(),
@@ -653,6 +704,10 @@ impl Core {
             let b = &self.bucket;
             b.fill(b.word(), seg.level(now), seg.cap);
         }
+        // The new segment starts when the lock is taken, not when this
+        // caller read the clock: admissions between the two ran on the old
+        // segment (read before the lock: no user code under it).
+        let fresh = self.now().max(now);
         let mut ctl = lock(&self.control);
         let (mut successes, mut failures, mut latency_sum) = (0u64, 0u64, 0u64);
         for c in self.counters.iter() {
@@ -682,7 +737,7 @@ impl Core {
             let rate = ctl.segment.rate;
             let Control { law, state, .. } = &mut *ctl;
             let new = law.step(state, rate, &interval);
-            self.change_rate(&mut ctl, now, new);
+            self.change_rate(&mut ctl, fresh, new);
         }
         // `stats` takes the lock again.
         drop(ctl);
@@ -713,36 +768,40 @@ impl Core {
 
     /// Sets the rate now; see [`RateLimiter::set_rate`](super::RateLimiter::set_rate).
     pub(crate) fn set_rate(&self, rate: u64) -> Result<(), ConfigError> {
+        // The clock (a user's, maybe) is read before the lock.
+        let now = self.now();
         let mut ctl = lock(&self.control);
         let rate = ctl.law.bounded_rate(rate)?;
-        self.change_rate(&mut ctl, self.now(), rate);
+        self.change_rate(&mut ctl, now, rate);
         Ok(())
     }
 
     /// Sets the law's bounds; see
     /// [`RateLimiter::set_bounds`](super::RateLimiter::set_bounds).
     pub(crate) fn set_bounds(&self, min_rate: u64, max_rate: u64) -> Result<(), ConfigError> {
+        let now = self.now();
         let mut ctl = lock(&self.control);
         let law = ctl.law.with_bounds(min_rate, max_rate)?;
-        self.install(&mut ctl, law);
+        self.install(&mut ctl, law, now);
         Ok(())
     }
 
     /// Swaps the law; see [`RateLimiter::set_law`](super::RateLimiter::set_law).
     pub(crate) fn set_law(&self, law: RateLaw) {
+        let now = self.now();
         let mut ctl = lock(&self.control);
-        self.install(&mut ctl, law);
+        self.install(&mut ctl, law, now);
     }
 
     /// Installs `law` and brings the rate into its bounds. A law of another
     /// kind starts from its initial state; new bounds keep what it learned.
-    fn install(&self, ctl: &mut Control, law: RateLaw) {
+    fn install(&self, ctl: &mut Control, law: RateLaw, now: u64) {
         if std::mem::discriminant(&ctl.law) != std::mem::discriminant(&law) {
             ctl.state = law.initial_state();
         }
         ctl.law = law;
         let rate = ctl.segment.rate.clamp(law.min_rate(), law.max_rate());
-        self.change_rate(ctl, self.now(), rate);
+        self.change_rate(ctl, now, rate);
     }
 
     /// The law in force.

@@ -69,6 +69,18 @@ use super::{RateLimited, RateLimiterBuilder, RatePermit, RateStats};
 /// `0 < error_threshold <= 1`, `adjust_interval` 1 ns ..= 24 h, burst
 /// 1 ..= 10⁹ tokens.
 ///
+/// # Memory after a drop
+///
+/// A thread that finishes a permit keeps a handle to that permit's lane, so
+/// its next admission reuses it instead of counting a reference up and
+/// down. A limiter dropped while permits are in flight is freed with its
+/// last permit, and the dropping thread gives up its own handle at once;
+/// but a handle another thread kept from before the drop holds the
+/// limiter's engine (its counters and its clock, not a keyed limiter's key
+/// table) until that thread finishes a permit of another rate limiter or
+/// exits — at most one engine per thread. With a [`CoarseClock`](crate::CoarseClock),
+/// that clock's thread runs until then too.
+///
 /// # Examples
 ///
 /// ```

@@ -156,3 +156,35 @@ fn loom_completions_on_one_lane_from_two_threads_both_count() {
         assert_eq!((s.successes, s.in_flight), (2, 0));
     });
 }
+
+/// Two publications race one read: the read is one segment, never a mix of
+/// two (every word of segment `k` is `k`). One publication alone cannot
+/// tear a read (it writes the slot readers are not told to read); the
+/// second one writes the slot the reader may be in, which the version
+/// re-check and the fences must catch. Seen failing with the re-check
+/// removed and with the writer's fence removed.
+#[test]
+fn loom_segment_read_is_never_torn_by_two_publications() {
+    use super::bucket::Segment;
+    use super::schedule::Schedule;
+    let seg = |k: u64| Segment {
+        start: k,
+        base: k,
+        rate: k,
+        cap: k,
+    };
+    model(move || {
+        let s = crate::sync::Arc::new(Schedule::new(seg(0)));
+        let w = crate::sync::Arc::clone(&s);
+        let t = thread::spawn(move || {
+            let v = w.publish(0, seg(1));
+            w.publish(v, seg(2));
+        });
+        let r = s.read();
+        assert!(
+            r.start == r.base && r.base == r.rate && r.rate == r.cap,
+            "torn read {r:?}"
+        );
+        t.join().expect("writer panicked");
+    });
+}
