@@ -211,7 +211,9 @@ async fn gradient_falls_when_the_handler_slows_and_rises_when_it_recovers() {
 }
 
 /// The rate layer's law cuts the rate when the handler's mean latency
-/// passes the target, with no failure; its own 429s are not feedback.
+/// passes the target, with no failure. Composed under a concurrency layer
+/// (outermost), the rate layer's own 429s reach that layer's classifier
+/// marked as sheds: they are no feedback to either law.
 #[tokio::test(start_paused = true)]
 async fn rate_falls_when_the_handler_slows_past_the_target() {
     let backend = Backend::new(10, 0);
@@ -224,7 +226,17 @@ async fn rate_falls_when_the_handler_slows_past_the_target() {
         .clock(TokioClock::new())
         .build()
         .expect("valid");
-    let svc = AdaptiveRateLimitLayer::new(limiter.clone()).layer(backend_service(&backend));
+    let outer = Limiter::builder()
+        .initial_limit(40)
+        .min_limit(1)
+        .max_limit(40)
+        .sample_window(Duration::from_millis(50))
+        .warmup_samples(0)
+        .clock(TokioClock::new())
+        .build()
+        .expect("valid");
+    let svc = AdaptiveConcurrencyLayer::server(outer.clone())
+        .layer(AdaptiveRateLimitLayer::new(limiter.clone()).layer(backend_service(&backend)));
 
     // 8 workers at 10 ms offer about 800/s against 200/s: refused requests,
     // a binding limit, a fast backend: the rate grows.
@@ -237,6 +249,12 @@ async fn rate_falls_when_the_handler_slows_past_the_target() {
         (s.failures, s.decreases),
         (0, 0),
         "429s are no feedback: {s:?}"
+    );
+    let o = outer.stats();
+    assert_eq!(
+        (o.failures, o.decreases),
+        (0, 0),
+        "the rate layer's 429s are no failure to the concurrency layer: {o:?}"
     );
 
     // The handler slows to three times the target: every interval with a

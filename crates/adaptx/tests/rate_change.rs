@@ -217,3 +217,69 @@ fn changes_under_concurrent_load_keep_the_accounting() {
     drop(l.try_acquire());
     assert!((5..=500).contains(&l.current_rate()));
 }
+
+/// A clock that calls back into its own limiter (`stats()`, which takes the
+/// control lock) on every reading once the limiter is set.
+#[derive(Debug, Default, Clone)]
+struct ReentrantClock(Arc<Reentrant>);
+
+#[derive(Debug, Default)]
+struct Reentrant {
+    inner: ManualClock,
+    limiter: std::sync::OnceLock<RateLimiter>,
+    inside: std::sync::atomic::AtomicBool,
+}
+
+impl std::ops::Deref for ReentrantClock {
+    type Target = Reentrant;
+
+    fn deref(&self) -> &Reentrant {
+        &self.0
+    }
+}
+
+impl adaptx::Clock for ReentrantClock {
+    fn now(&self) -> Duration {
+        use std::sync::atomic::Ordering::SeqCst;
+        if let Some(l) = self.limiter.get() {
+            if !self.inside.swap(true, SeqCst) {
+                let _ = l.stats();
+                self.inside.store(false, SeqCst);
+            }
+        }
+        self.inner.now()
+    }
+}
+
+/// The rate module's contract: no lock is held across a call into user
+/// code. Rate changes and interval closes read the clock before they take
+/// the control lock, so a clock that calls back into the limiter neither
+/// deadlocks nor panics.
+#[test]
+fn rate_changes_and_closes_call_no_user_clock_under_the_lock() {
+    let (done, finished) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let clock = ReentrantClock::default();
+        let l = RateLimiter::builder()
+            .initial_rate(100)
+            .adjust_interval(Duration::from_millis(10))
+            .clock(clock.clone())
+            .build()
+            .expect("valid");
+        clock.limiter.set(l.clone()).expect("set once");
+        l.set_rate(200).expect("within bounds");
+        l.set_bounds(10, 150).expect("valid bounds");
+        l.set_law(RateLaw::cubic(10, 150).expect("valid law"));
+        for _ in 0..3 {
+            clock.inner.advance(Duration::from_millis(20));
+            if let Ok(p) = l.try_acquire() {
+                p.success();
+            }
+        }
+        done.send(l.current_rate()).expect("receiver");
+    });
+    let rate = finished
+        .recv_timeout(Duration::from_secs(10))
+        .expect("a rate change or close deadlocked on the clock calling back");
+    assert!((10..=150).contains(&rate), "{rate}");
+}
