@@ -51,7 +51,7 @@ pub(crate) fn spin_wait_step(spins: &mut u32) {
 /// before whatever the new one does.
 #[cfg(not(adaptx_loom))]
 #[derive(Debug)]
-pub(crate) struct ThreadNumber(u64);
+pub(crate) struct ThreadNumber(std::num::NonZeroU64);
 
 /// Numbers given back, and the next never given.
 #[cfg(not(adaptx_loom))]
@@ -68,12 +68,13 @@ impl ThreadNumber {
             *next += 1;
             *next - 1
         });
-        Self(n)
+        // Numbers start at 1 and only grow (2⁶⁴ threads never start).
+        Self(std::num::NonZeroU64::new(n).unwrap_or(std::num::NonZeroU64::MAX))
     }
 
     /// The number.
     #[inline]
-    pub(crate) fn get(&self) -> u64 {
+    pub(crate) fn get(&self) -> std::num::NonZeroU64 {
         self.0
     }
 }
@@ -82,7 +83,7 @@ impl ThreadNumber {
 impl Drop for ThreadNumber {
     fn drop(&mut self) {
         let mut numbers = lock(&NUMBERS);
-        numbers.0.push(self.0);
+        numbers.0.push(self.0.get());
         // Lowest last: popped first.
         numbers.0.sort_unstable_by(|a, b| b.cmp(a));
     }
@@ -91,14 +92,14 @@ impl Drop for ThreadNumber {
 /// The calling thread's number under loom: the model's own thread index
 /// (plus one), so every execution of a model numbers its threads alike.
 #[cfg(adaptx_loom)]
-pub(crate) fn thread_number() -> Option<u64> {
+pub(crate) fn thread_number() -> Option<std::num::NonZeroU64> {
     // loom's `ThreadId` shows its index as `ThreadId(N)`.
     let id = format!("{:?}", loom::thread::current().id());
     id.trim_start_matches("ThreadId(")
         .trim_end_matches(')')
         .parse::<u64>()
         .ok()
-        .map(|n| n + 1)
+        .and_then(|n| std::num::NonZeroU64::new(n + 1))
 }
 
 /// Pads a value to its own cache line pair so hot atomics written by

@@ -411,12 +411,25 @@ fn a_key_that_evicts_a_key_in_use_starts_with_one_token() {
     }
     assert_eq!(l.len(), 320);
     clock.advance(MS);
-    // Sightings 1 and 2: newcomer buckets (2 does not beat 2 hits).
-    assert!(l.try_acquire("challenger").is_ok());
-    assert!(l.try_acquire("challenger").is_ok());
-    // Sighting 3 beats the weakest incumbent: one token, taken now.
-    assert!(l.try_acquire("challenger").is_ok());
-    let limited = l.try_acquire("challenger").expect_err("one token only");
+    // Sightings 1 and 2 go to newcomer buckets (2 does not beat 2 hits);
+    // sighting 3 beats the weakest incumbent and takes its slot with one
+    // token, taken at once. The frequency sketch may over-count the
+    // challenger (its hash shares counters with incumbents': a count-min
+    // sketch never under-counts), which gives it the slot a sighting or
+    // two early, still with one token: admitted 1 to 3 times, then
+    // refused. (A slot taken with a full bucket would admit 100 more.)
+    let mut admitted = 0;
+    let limited = loop {
+        match l.try_acquire("challenger") {
+            Ok(permit) => {
+                drop(permit);
+                admitted += 1;
+                assert!(admitted <= 3, "admitted past sighting 3: a burst");
+            }
+            Err(limited) => break limited,
+        }
+    };
+    assert!(admitted >= 1, "the first sighting takes a newcomer token");
     // Empty again: a whole token's time to wait, less the part of one
     // 1/512 token (the bucket's resolution) already earned.
     let token = SEC / RATE as u32;

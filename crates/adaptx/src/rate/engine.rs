@@ -83,6 +83,7 @@
 //! idle — as a lazily refilled bucket always did. A lowered capacity clips
 //! every bucket when it is next read.
 
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use super::bucket::{Bucket, ONE, Segment, Take, TimedBucket};
@@ -131,10 +132,11 @@ impl LaneCounters {
     /// The set the thread numbered `me` writes (`None`: a thread whose
     /// number is gone, exiting).
     #[inline]
-    fn writer(&self, me: Option<u64>) -> Writer<'_> {
+    fn writer(&self, me: Option<NonZeroU64>) -> Writer<'_> {
         let Some(me) = me else {
             return Writer::Shared(&self.shared);
         };
+        let me = me.get();
         let owner = self.owner.load(Ordering::Relaxed);
         let claimed = owner == 0
             && self
@@ -204,9 +206,9 @@ fn lane_count() -> usize {
 /// The lane of the thread numbered `me` among `n` (a power of two):
 /// threads numbered in turn write lanes in turn.
 #[inline]
-fn lane_index(me: Option<u64>, n: usize) -> usize {
+fn lane_index(me: Option<NonZeroU64>, n: usize) -> usize {
     // Truncation keeps the low bits, which are all that are used.
-    me.unwrap_or(0) as usize & (n - 1)
+    me.map_or(0, NonZeroU64::get) as usize & (n - 1)
 }
 
 /// One lane of an engine: what a permit holds. Each lane is its own
@@ -238,7 +240,7 @@ impl Lane {
     /// counters as the calling thread writes them (closing the interval if
     /// a recorded outcome finds it over), then leaves the handle in the
     /// thread's spare slot. One thread-local access.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn finish(lane: Arc<Lane>, end: End) {
         #[cfg(not(adaptx_loom))]
         {
@@ -271,8 +273,8 @@ impl Lane {
     }
 
     /// Counts how a permit ended, as the thread numbered `me`.
-    #[inline]
-    fn count(&self, me: Option<u64>, end: End) {
+    #[inline(always)]
+    fn count(&self, me: Option<NonZeroU64>, end: End) {
         let c = self.core.counters[self.index].writer(me);
         match end {
             End::Recorded {
@@ -298,20 +300,23 @@ impl Lane {
 #[derive(Debug)]
 struct Caller<'a> {
     lane: &'a Arc<Lane>,
-    me: Option<u64>,
+    me: Option<NonZeroU64>,
     spare: Option<Arc<Lane>>,
 }
 
 impl<'a> Caller<'a> {
     /// The calling thread, with one thread-local access.
-    #[inline]
+    #[inline(always)]
     fn enter(lanes: &'a [Arc<Lane>]) -> Self {
         let n = lanes.len();
         #[cfg(not(adaptx_loom))]
         {
+            // Two words out of the thread-local, so they stay in registers:
+            // a `Caller` built in there went through the stack, and its
+            // copy stalled on store forwarding (~5 ns an admission).
             let entered = THREAD.try_with(|t| {
-                let me = Some(t.number.get());
-                let lane = &lanes[lane_index(me, n)];
+                let me = t.number.get();
+                let lane = &lanes[lane_index(Some(me), n)];
                 let spare = t
                     .spare
                     .try_borrow_mut()
@@ -320,13 +325,17 @@ impl<'a> Caller<'a> {
                         Some(h) if Arc::ptr_eq(h, lane) => spare.take(),
                         _ => None,
                     });
-                Caller { lane, me, spare }
+                (me, spare)
             });
-            entered.unwrap_or(Caller {
-                lane: &lanes[0],
-                me: None,
-                spare: None,
-            })
+            let (me, spare) = match entered {
+                Ok((me, spare)) => (Some(me), spare),
+                Err(_) => (None, None),
+            };
+            Caller {
+                lane: &lanes[lane_index(me, n)],
+                me,
+                spare,
+            }
         }
         #[cfg(adaptx_loom)]
         {
@@ -340,16 +349,17 @@ impl<'a> Caller<'a> {
     }
 
     /// The handle for a new permit: the spare one, or a new reference.
-    #[inline]
+    #[inline(always)]
     fn handle(self) -> Arc<Lane> {
         self.spare.unwrap_or_else(|| Arc::clone(self.lane))
     }
 
-    /// An admission refused: the spare handle goes back to its slot.
+    /// An admission refused: the `spare` handle it took goes back to its
+    /// slot.
     #[cold]
-    fn refused(self) {
+    fn refused(spare: Option<Arc<Lane>>) {
         #[cfg(not(adaptx_loom))]
-        if let Some(handle) = self.spare {
+        if let Some(handle) = spare {
             let mut held = Some(handle);
             let replaced = THREAD.try_with(|t| {
                 let mut spare = t.spare.try_borrow_mut().ok()?;
@@ -358,6 +368,8 @@ impl<'a> Caller<'a> {
             drop(replaced);
             drop(held);
         }
+        #[cfg(adaptx_loom)]
+        drop(spare);
     }
 }
 
@@ -443,7 +455,7 @@ impl Engine {
 
     /// Closes the interval if it is over at `now`, then takes one token
     /// from the limiter's own bucket, or reports the wait.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn acquire(&self, now: u64) -> Result<RatePermit, RateLimited> {
         let caller = Caller::enter(&self.lanes);
         let core = &caller.lane.core;
@@ -600,7 +612,7 @@ impl Core {
 
     /// Takes one token from `bucket` at `now` for `caller`, or reports the
     /// wait.
-    #[inline]
+    #[inline(always)]
     fn admit(
         &self,
         caller: Caller<'_>,
@@ -623,7 +635,15 @@ impl Core {
                     );
                     return Ok(RatePermit::new(caller.handle(), now, seg.rate, remaining));
                 }
-                Take::Short(need) => return self.short(caller, &seg, now, need),
+                Take::Short(need) => {
+                    return match self.short(caller.lane.index, caller.me, &seg, now, need) {
+                        None => Ok(RatePermit::new(caller.handle(), now, seg.rate, 0)),
+                        Some(limited) => {
+                            Caller::refused(caller.spare);
+                            Err(limited)
+                        }
+                    };
+                }
                 Take::Ahead if !fresh => {
                     // The reading may predate the admission that moved the
                     // bucket: read the clock again, after it.
@@ -631,33 +651,40 @@ impl Core {
                 }
                 Take::Ahead => {
                     bucket.repair(seg.level(now));
-                    return self.short(caller, &seg, now, ONE);
+                    return match self.short(caller.lane.index, caller.me, &seg, now, ONE) {
+                        None => Ok(RatePermit::new(caller.handle(), now, seg.rate, 0)),
+                        Some(limited) => {
+                            Caller::refused(caller.spare);
+                            Err(limited)
+                        }
+                    };
                 }
             }
         }
     }
 
-    /// The bucket holds `need` units less than a token: a rejection, or in
-    /// shadow and bypass mode an admission counted as the rejection enforce
-    /// mode would have made.
+    /// The bucket holds `need` units less than a token: the rejection
+    /// (`Some`), counted on lane `lane` as the thread numbered `me`, or in
+    /// shadow and bypass mode `None`, an admission counted as the rejection
+    /// enforce mode would have made.
     #[cold]
     fn short(
         &self,
-        caller: Caller<'_>,
+        lane: usize,
+        me: Option<NonZeroU64>,
         seg: &Segment,
         now: u64,
         need: u64,
-    ) -> Result<RatePermit, RateLimited> {
+    ) -> Option<RateLimited> {
         self.mark_binding();
-        let counters = self.counters[caller.lane.index].writer(caller.me);
+        let counters = self.counters[lane].writer(me);
         if self.hot.mode.get().admits_over_limit() {
             counters.add(|c| &c.would_reject, 1, Ordering::Relaxed);
             counters.add(|c| &c.admitted, 1, Ordering::Relaxed);
-            return Ok(RatePermit::new(caller.handle(), now, seg.rate, 0));
+            return None;
         }
         counters.add(|c| &c.rejected, 1, Ordering::Relaxed);
-        caller.refused();
-        Err(RateLimited::new(
+        Some(RateLimited::new(
             Duration::from_nanos(seg.wait(now, need)),
             seg.rate,
         ))

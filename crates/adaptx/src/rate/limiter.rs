@@ -141,7 +141,7 @@ impl RateLimiter {
     ///
     /// [`RateLimited`], with the time until a token is available, if the
     /// bucket holds less than one token.
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire(&self) -> Result<RatePermit, RateLimited> {
         self.core.acquire(self.core.now())
     }

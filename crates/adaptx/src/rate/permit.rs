@@ -87,6 +87,7 @@ impl RatePermit {
     }
 
     /// Records a success, with the latency measured from admission.
+    #[inline(always)]
     pub fn success(self) {
         self.record(Outcome::Success);
     }
@@ -97,6 +98,7 @@ impl RatePermit {
     }
 
     /// Records `outcome`, with the latency measured from admission.
+    #[inline(always)]
     pub fn record(mut self, outcome: Outcome) {
         let now = self.now();
         self.end(outcome, sample_nanos(now.saturating_sub(self.start)), now);
@@ -119,6 +121,7 @@ impl RatePermit {
             .map_or(self.start, |lane| lane.core.now())
     }
 
+    #[inline(always)]
     fn end(&mut self, outcome: Outcome, latency: u64, now: u64) {
         if let Some(lane) = self.lane.take() {
             let success = outcome.is_success();
@@ -135,9 +138,18 @@ impl RatePermit {
 }
 
 impl Drop for RatePermit {
+    #[inline]
     fn drop(&mut self) {
         if let Some(lane) = self.lane.take() {
-            Lane::finish(lane, End::Dropped);
+            dropped(lane);
         }
     }
+}
+
+/// A permit dropped without an outcome (kept out of line, so that a
+/// recorded permit's drop is a test of `None`).
+#[cold]
+#[inline(never)]
+fn dropped(lane: Arc<Lane>) {
+    Lane::finish(lane, End::Dropped);
 }
