@@ -590,7 +590,7 @@ impl Limiter {
     /// # Errors
     ///
     /// As [`try_acquire`](Limiter::try_acquire).
-    #[inline]
+    #[inline(always)]
     pub fn try_acquire_owned_as(&self, class: Class) -> Result<OwnedPermit, TryAcquireError> {
         match self.inner.try_admit(class.slot) {
             Ok(a) => Ok(Permit::new(
