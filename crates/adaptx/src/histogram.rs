@@ -233,7 +233,7 @@ impl Counts {
         }
     }
 
-    #[cfg(test)]
+    #[cfg(all(test, not(adaptx_loom)))]
     /// Resets every bucket to 0 without reallocating.
     pub(crate) fn clear(&mut self) {
         self.buckets.fill(0);

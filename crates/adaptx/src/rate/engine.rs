@@ -290,7 +290,9 @@ impl Lane {
                 }
                 self.core.maybe_adjust(now);
             }
-            End::Dropped => c.add(|c| &c.dropped, 1, Ordering::Relaxed),
+            // Release, as a completion's count: `stats` reads it (Acquire)
+            // before `admitted`, so it sees this permit's admission too.
+            End::Dropped => c.add(|c| &c.dropped, 1, Ordering::Release),
         }
     }
 }
@@ -692,7 +694,10 @@ impl Core {
 
     /// Records that the limit held a request back (or nearly did). The load
     /// first keeps a saturated limiter from writing the shared line on
-    /// every call.
+    /// every call. A closer's swap landing between the load (which saw the
+    /// flag set) and this call's return counts this call in the interval it
+    /// closed, which was binding already: like a completion racing a close,
+    /// it lands in one neighbour.
     #[inline]
     fn mark_binding(&self) {
         let binding = &self.moves.binding;
