@@ -30,7 +30,7 @@
 //!   `CoarseClock`, governor's `QuantaUpkeepClock`): like for like when
 //!   the clock read is taken out of both.
 //!
-//!   **Why adaptx cannot reach 1.0× here.** Primitive costs measured on the
+//!   **Why adaptx cannot reach 1.0× on a precise clock.** Primitive costs measured on the
 //!   2-vCPU Xeon VM of the README's table (2026-12-01, best of 5 × 5·10⁶,
 //!   pinned to CPU 0): a TSC read scaled to ns through quanta 21.2 ns
 //!   (`clock_gettime`: 31.1), a load + `lock cmpxchg` 13.1 ns, a
@@ -41,14 +41,15 @@
 //!   bucket's time, the latency's start) and at completion (the latency's
 //!   end: the law's input, measured, not sampled) — and CAS the bucket
 //!   once: 2 × 21.2 + 13.1 = 55.5 ns, 1.53× governor before anything
-//!   else. adaptx measured 2.3–2.9× (README): above that floor, the
-//!   token clock's segment and level arithmetic, two thread-local accesses
-//!   (thread number and spare handle, at admission and at completion), two
-//!   interval checks, the permit's moves and the lane
-//!   counters (plain stores on an owned lane). With two threads both
-//!   limiters pay the bucket word's cache line moving between the CPUs;
-//!   adaptx's other work runs on each CPU's own lines. The floor is the
-//!   clock: `adaptx_coarse` and `governor_upkeep` take it out of both.
+//!   else. adaptx measured 2.1× (README): above that floor, the TSC read's
+//!   latency on the dependent chain (the token level, then the CAS, wait
+//!   for it); the rest of the work — the token clock's arithmetic, one
+//!   thread-local access at admission and one at completion, two interval
+//!   checks, the lane counters (plain stores on an owned lane) — is what
+//!   `adaptx_coarse` costs in all, 18 ns, 0.5× governor. With two threads
+//!   both limiters pay the bucket word's cache line moving between the
+//!   CPUs; adaptx's other work runs on each CPU's own lines. The floor is
+//!   the clock: `adaptx_coarse` and `governor_upkeep` take it out of both.
 //! * `middleware_axum`: a trivial axum handler called with
 //!   `ServiceExt::oneshot` on a clone of the router and a fresh request —
 //!   `bare`, `adaptx_concurrency`, `adaptx_rate` (with its default
