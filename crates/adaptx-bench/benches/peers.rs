@@ -41,7 +41,7 @@
 //!   bucket's time, the latency's start) and at completion (the latency's
 //!   end: the law's input, measured, not sampled) — and CAS the bucket
 //!   once: 2 × 21.2 + 13.1 = 55.5 ns, 1.53× governor before anything
-//!   else. adaptx measured 2.1× (README): above that floor, the TSC read's
+//!   else. adaptx measured 2.25× (README): above that floor, the TSC read's
 //!   latency on the dependent chain (the token level, then the CAS, wait
 //!   for it); the rest of the work — the token clock's arithmetic, one
 //!   thread-local access at admission and one at completion, two interval
