@@ -7,7 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use adaptx::{Limiter, ManualClock, RateLimiter};
@@ -20,48 +20,14 @@ use tokio::time::Instant;
 
 mod common;
 
-use common::{adaptive, fixed, fixed_on, rate_on};
-
-/// The backend the test steers.
-#[derive(Default)]
-struct Backend {
-    delay_ms: AtomicU64,
-    /// Fail this many requests of every 100, with a 503 (overloaded).
-    fail_pct: AtomicU64,
-    seq: AtomicU64,
-    current: AtomicUsize,
-    peak: AtomicUsize,
-    started: AtomicU64,
-    finished: AtomicU64,
-}
-
-/// Keeps `current` right even when hyper drops the handler mid-flight.
-struct InFlight<'a>(&'a Backend);
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.current.fetch_sub(1, Ordering::SeqCst);
-    }
-}
+use common::{Backend, adaptive, fixed, fixed_on, rate_on};
 
 async fn handler(State(b): State<Arc<Backend>>, uri: axum::http::Uri) -> StatusCode {
-    b.started.fetch_add(1, Ordering::SeqCst);
-    let now = b.current.fetch_add(1, Ordering::SeqCst) + 1;
-    b.peak.fetch_max(now, Ordering::SeqCst);
-    let _guard = InFlight(&b);
     let ms = uri
         .query()
         .and_then(|q| q.strip_prefix("ms="))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| b.delay_ms.load(Ordering::SeqCst));
-    tokio::time::sleep(Duration::from_millis(ms)).await;
-    b.finished.fetch_add(1, Ordering::SeqCst);
-    let n = b.seq.fetch_add(1, Ordering::SeqCst);
-    if n % 100 < b.fail_pct.load(Ordering::SeqCst) {
-        StatusCode::SERVICE_UNAVAILABLE
-    } else {
-        StatusCode::OK
-    }
+        .and_then(|v| v.parse().ok());
+    b.serve(ms).await
 }
 
 async fn serve(app: Router) -> String {

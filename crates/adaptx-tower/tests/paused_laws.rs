@@ -7,49 +7,29 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use adaptx::{Limiter, RateLimiter, TokioClock};
+use adaptx::{Builder, Limiter, RateLimiter, TokioClock};
 use adaptx_tower::{AdaptiveConcurrencyLayer, AdaptiveRateLimitLayer};
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
-/// The backend the test steers.
-#[derive(Default)]
-struct Backend {
-    delay_ms: AtomicU64,
-    /// Answer this many requests of every 100 with a 503 (overloaded).
-    fail_pct: AtomicU64,
-    seq: AtomicU64,
-    current: AtomicUsize,
-    peak: AtomicUsize,
-}
+mod common;
 
-impl Backend {
-    fn new(delay_ms: u64, fail_pct: u64) -> Arc<Self> {
-        let b = Self::default();
-        b.delay_ms.store(delay_ms, Ordering::SeqCst);
-        b.fail_pct.store(fail_pct, Ordering::SeqCst);
-        Arc::new(b)
-    }
+use common::Backend;
 
-    async fn serve(&self) -> Response<String> {
-        let now = self.current.fetch_add(1, Ordering::SeqCst) + 1;
-        self.peak.fetch_max(now, Ordering::SeqCst);
-        tokio::time::sleep(Duration::from_millis(self.delay_ms.load(Ordering::SeqCst))).await;
-        self.current.fetch_sub(1, Ordering::SeqCst);
-        let n = self.seq.fetch_add(1, Ordering::SeqCst);
-        let status = if n % 100 < self.fail_pct.load(Ordering::SeqCst) {
-            StatusCode::SERVICE_UNAVAILABLE
-        } else {
-            StatusCode::OK
-        };
-        let mut res = Response::new(String::new());
-        *res.status_mut() = status;
-        res
-    }
+/// A limiter on tokio's clock with 50 ms windows and no warmup, between
+/// `min` and 40, starting at `initial`.
+fn paused_limiter(initial: usize, min: usize) -> Builder {
+    Limiter::builder()
+        .initial_limit(initial)
+        .min_limit(min)
+        .max_limit(40)
+        .sample_window(Duration::from_millis(50))
+        .warmup_samples(0)
+        .clock(TokioClock::new())
 }
 
 /// What a load phase saw.
@@ -114,22 +94,18 @@ fn backend_service(
     let b = Arc::clone(b);
     service_fn(move |_req: Request<String>| {
         let b = Arc::clone(&b);
-        async move { Ok::<_, Infallible>(b.serve().await) }
+        async move {
+            let mut res = Response::new(String::new());
+            *res.status_mut() = b.serve(None).await;
+            Ok::<_, Infallible>(res)
+        }
     })
 }
 
 #[tokio::test(start_paused = true)]
 async fn default_law_falls_on_failures_and_rises_on_recovery() {
     let backend = Backend::new(5, 50);
-    let limiter = Limiter::builder()
-        .initial_limit(20)
-        .min_limit(2)
-        .max_limit(40)
-        .sample_window(Duration::from_millis(50))
-        .warmup_samples(0)
-        .clock(TokioClock::new())
-        .build()
-        .expect("valid");
+    let limiter = paused_limiter(20, 2).build().expect("valid");
     assert_eq!(limiter.stats().algorithm, "ceiling");
     let svc = AdaptiveConcurrencyLayer::server(limiter.clone()).layer(backend_service(&backend));
 
@@ -163,15 +139,9 @@ async fn default_law_falls_on_failures_and_rises_on_recovery() {
 #[tokio::test(start_paused = true)]
 async fn gradient_falls_when_the_handler_slows_and_rises_when_it_recovers() {
     let backend = Backend::new(10, 0);
-    let limiter = Limiter::builder()
+    let limiter = paused_limiter(16, 1)
         .algorithm(adaptx::Algorithm::Gradient)
-        .initial_limit(16)
-        .min_limit(1)
-        .max_limit(40)
-        .sample_window(Duration::from_millis(50))
-        .warmup_samples(0)
         .jitter(0.0)
-        .clock(TokioClock::new())
         .build()
         .expect("valid");
     let svc = AdaptiveConcurrencyLayer::server(limiter.clone()).layer(backend_service(&backend));
@@ -226,15 +196,7 @@ async fn rate_falls_when_the_handler_slows_past_the_target() {
         .clock(TokioClock::new())
         .build()
         .expect("valid");
-    let outer = Limiter::builder()
-        .initial_limit(40)
-        .min_limit(1)
-        .max_limit(40)
-        .sample_window(Duration::from_millis(50))
-        .warmup_samples(0)
-        .clock(TokioClock::new())
-        .build()
-        .expect("valid");
+    let outer = paused_limiter(40, 1).build().expect("valid");
     let svc = AdaptiveConcurrencyLayer::server(outer.clone())
         .layer(AdaptiveRateLimitLayer::new(limiter.clone()).layer(backend_service(&backend)));
 

@@ -55,7 +55,8 @@ pub(crate) struct ThreadNumber(std::num::NonZeroU64);
 
 /// Numbers given back, and the next never given.
 #[cfg(not(adaptx_loom))]
-static NUMBERS: std::sync::Mutex<(Vec<u64>, u64)> = std::sync::Mutex::new((Vec::new(), 1));
+static NUMBERS: std::sync::Mutex<(Vec<std::num::NonZeroU64>, std::num::NonZeroU64)> =
+    std::sync::Mutex::new((Vec::new(), std::num::NonZeroU64::MIN));
 
 #[cfg(not(adaptx_loom))]
 impl ThreadNumber {
@@ -64,12 +65,11 @@ impl ThreadNumber {
     pub(crate) fn take() -> Self {
         let mut numbers = lock(&NUMBERS);
         let (free, next) = &mut *numbers;
-        let n = free.pop().unwrap_or_else(|| {
-            *next += 1;
-            *next - 1
-        });
-        // Numbers start at 1 and only grow (2⁶⁴ threads never start).
-        Self(std::num::NonZeroU64::new(n).unwrap_or(std::num::NonZeroU64::MAX))
+        Self(free.pop().unwrap_or_else(|| {
+            let n = *next;
+            *next = n.saturating_add(1);
+            n
+        }))
     }
 
     /// The number.
@@ -83,7 +83,7 @@ impl ThreadNumber {
 impl Drop for ThreadNumber {
     fn drop(&mut self) {
         let mut numbers = lock(&NUMBERS);
-        numbers.0.push(self.0.get());
+        numbers.0.push(self.0);
         // Lowest last: popped first.
         numbers.0.sort_unstable_by(|a, b| b.cmp(a));
     }

@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use adaptx::{Clock, Limiter, RateLimiter, RateLimiterBuilder};
@@ -9,6 +11,57 @@ use http::{Request, Response, StatusCode};
 use tower::{Service, ServiceExt};
 
 pub(crate) type Body = String;
+
+/// A backend the test steers: its latency, the share of its answers that
+/// are 503s (overloaded), and what it saw (requests in it, their peak, how
+/// many started and finished).
+#[derive(Debug, Default)]
+pub(crate) struct Backend {
+    pub(crate) delay_ms: AtomicU64,
+    /// Answer this many requests of every 100 with a 503 (overloaded).
+    pub(crate) fail_pct: AtomicU64,
+    pub(crate) seq: AtomicU64,
+    pub(crate) current: AtomicUsize,
+    pub(crate) peak: AtomicUsize,
+    pub(crate) started: AtomicU64,
+    pub(crate) finished: AtomicU64,
+}
+
+/// Keeps `current` right even when the request is dropped mid-flight.
+struct InFlight<'a>(&'a Backend);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.current.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Backend {
+    pub(crate) fn new(delay_ms: u64, fail_pct: u64) -> Arc<Self> {
+        let b = Self::default();
+        b.delay_ms.store(delay_ms, Ordering::SeqCst);
+        b.fail_pct.store(fail_pct, Ordering::SeqCst);
+        Arc::new(b)
+    }
+
+    /// Serves one request: sleeps `ms` (the steered delay if `None`), then
+    /// answers 200 or, for `fail_pct` of every 100, 503.
+    pub(crate) async fn serve(&self, ms: Option<u64>) -> StatusCode {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        let now = self.current.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let _guard = InFlight(self);
+        let ms = ms.unwrap_or_else(|| self.delay_ms.load(Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        self.finished.fetch_add(1, Ordering::SeqCst);
+        let n = self.seq.fetch_add(1, Ordering::SeqCst);
+        if n % 100 < self.fail_pct.load(Ordering::SeqCst) {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        }
+    }
+}
 
 /// Sleeps the milliseconds in the body, then answers by path: `/fail` is a
 /// plain 500 (a bug), `/unavailable` a 503 (the backend says it is
