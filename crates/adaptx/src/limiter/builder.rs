@@ -14,8 +14,8 @@ use crate::law::{Aimd, CEILING_DEFAULT_TOLERANCE, Ceiling, ControlLaw, Gradient,
 use crate::mode::ModeCell;
 use crate::observe::{DEFAULT_NAME, LimitChange, Observer};
 use crate::pool::{MAX_PERMITS, Partitions, Pool, QueuePolicy};
-use crate::sync::Mutex;
 use crate::sync::Padded;
+use crate::sync::{AtomicU64, Mutex};
 use crate::window::{AdaptiveWindow, Window};
 
 /// A callback run with the [`LimitChange`] whenever a window moves the
@@ -527,6 +527,7 @@ impl Builder {
             },
             mode: ModeCell::default(),
             tuning: Mutex::new(Tuning::new(self.runtime_copy(), initial, custom_law)),
+            handles: AtomicU64::new(1),
         }))
     }
 

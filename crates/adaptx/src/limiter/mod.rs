@@ -5,6 +5,7 @@ mod builder;
 mod execute;
 mod permit;
 mod runtime;
+mod spare;
 
 pub use acquire::{Acquire, Drained};
 pub use builder::{Algorithm, Builder, LimitChangeHook};
@@ -43,6 +44,19 @@ use runtime::{LawNames, Tuned, Tuning};
 /// the admitted operation and releases its slot; [`execute`](Limiter::execute)
 /// does both around an async closure and catches its panics.
 ///
+/// # Memory after a drop
+///
+/// A thread that ends an [`OwnedPermit`] (the `*_owned` methods' permits,
+/// and the tower layers') keeps that permit's reference to the limiter, so
+/// that its next owned admission reuses it instead of counting a reference
+/// up and down. A limiter dropped while permits are in flight is freed with
+/// its last permit, and the thread that drops the last handle gives up its
+/// own reference at once; but a reference another thread kept from before
+/// the drop holds the limiter's state (its law, its hook, its clock) until
+/// that thread ends an owned permit of another limiter or exits — at most
+/// one limiter per thread. With a [`CoarseClock`](crate::CoarseClock), that
+/// clock's thread runs until then too.
+///
 /// # Examples
 ///
 /// ```
@@ -70,9 +84,28 @@ use runtime::{LawNames, Tuned, Tuning};
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
-#[derive(Clone)]
 pub struct Limiter {
     inner: Arc<Inner>,
+}
+
+impl Clone for Limiter {
+    fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::Relaxed);
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl Drop for Limiter {
+    fn drop(&mut self) {
+        // Release: a permit that ends after this sees every earlier write
+        // of the dropped handles when it reads the count (Acquire) as 0.
+        if self.inner.handles.fetch_sub(1, Ordering::Release) == 1 {
+            // The last handle: this thread's spare reference goes now.
+            spare::forget(&self.inner);
+        }
+    }
 }
 
 impl fmt::Debug for Limiter {
@@ -135,6 +168,9 @@ pub(crate) struct Inner {
     /// The run-time options as last set, for [`Limiter::reconfigure`];
     /// taken before `control` when both are.
     tuning: Mutex<Tuning>,
+    /// [`Limiter`] handles alive: at 0 a permit that ends keeps no spare
+    /// reference ([`spare`]).
+    handles: AtomicU64,
 }
 
 /// The options of [`Builder::queue`], [`Builder::partitions`] and
@@ -168,6 +204,12 @@ pub(crate) enum Ending {
 }
 
 impl Inner {
+    /// Whether a [`Limiter`] handle is alive (see [`spare`]).
+    #[inline]
+    pub(crate) fn has_handles(&self) -> bool {
+        self.handles.load(Ordering::Acquire) > 0
+    }
+
     #[inline]
     pub(crate) fn now(&self) -> u64 {
         self.clock.now_nanos()
@@ -594,7 +636,7 @@ impl Limiter {
     pub fn try_acquire_owned_as(&self, class: Class) -> Result<OwnedPermit, TryAcquireError> {
         match self.inner.try_admit(class.slot) {
             Ok(a) => Ok(Permit::new(
-                Holder::Owned(self.inner.clone()),
+                Holder::Owned(spare::handle(&self.inner)),
                 a,
                 self.inner.now(),
                 class.slot,
@@ -633,7 +675,7 @@ impl Limiter {
     ///
     /// As [`acquire`](Limiter::acquire).
     pub fn acquire_owned_as(&self, class: Class) -> Acquire<'static> {
-        Acquire::new(Holder::Owned(self.inner.clone()), class)
+        Acquire::new(Holder::Owned(spare::handle(&self.inner)), class)
     }
 
     /// Whether a permit is free right now, without taking it.

@@ -52,6 +52,9 @@ impl Outcome {
 pub(crate) enum Holder<'a> {
     Borrowed(&'a Inner),
     Owned(Arc<Inner>),
+    /// An owned permit's handle after the permit's drop gave it to the
+    /// thread's spare slot; nothing reads it again.
+    Spent,
 }
 
 impl Deref for Holder<'_> {
@@ -62,6 +65,7 @@ impl Deref for Holder<'_> {
         match self {
             Holder::Borrowed(i) => i,
             Holder::Owned(i) => i,
+            Holder::Spent => unreachable!("a permit's limiter is read after the permit's drop"),
         }
     }
 }
@@ -282,6 +286,11 @@ impl Drop for Permit<'_> {
         if !self.done {
             self.done = true;
             self.holder.finish_dropped(self.slot);
+        }
+        if let Holder::Owned(_) = self.holder {
+            if let Holder::Owned(handle) = std::mem::replace(&mut self.holder, Holder::Spent) {
+                super::spare::keep(handle);
+            }
         }
     }
 }
