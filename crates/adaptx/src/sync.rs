@@ -41,6 +41,48 @@ pub(crate) fn spin_wait_step(spins: &mut u32) {
     }
 }
 
+/// A thread's spare reference to a shared value — a rate limiter's lane, a
+/// concurrency limiter's state — kept in a thread-local, so that a permit
+/// admitted and ended on one thread moves a reference instead of counting
+/// one up and down (two locked instructions, and the count's cache line
+/// moving between CPUs). A slot found borrowed (a re-entrant call) acts as
+/// empty. Neither method drops a reference while the slot is borrowed: the
+/// caller drops what they return, which may be the last reference to a
+/// value whose drop runs a user's code.
+#[cfg(not(adaptx_loom))]
+#[derive(Debug)]
+pub(crate) struct SpareSlot<T>(std::cell::RefCell<Option<Arc<T>>>);
+
+#[cfg(not(adaptx_loom))]
+impl<T> SpareSlot<T> {
+    /// An empty slot.
+    pub(crate) const fn new() -> Self {
+        Self(std::cell::RefCell::new(None))
+    }
+
+    /// The spare, taken out, if `wanted` says it is the one.
+    #[inline(always)]
+    pub(crate) fn take_if(&self, wanted: impl FnOnce(&Arc<T>) -> bool) -> Option<Arc<T>> {
+        let mut slot = self.0.try_borrow_mut().ok()?;
+        if slot.as_ref().is_some_and(wanted) {
+            slot.take()
+        } else {
+            None
+        }
+    }
+
+    /// Keeps `handle` as the spare. Returns the reference the caller must
+    /// drop: the spare it replaced, or `handle` itself if the slot was
+    /// borrowed.
+    #[inline(always)]
+    pub(crate) fn put(&self, handle: Arc<T>) -> Option<Arc<T>> {
+        match self.0.try_borrow_mut() {
+            Ok(mut slot) => slot.replace(handle),
+            Err(_) => Some(handle),
+        }
+    }
+}
+
 /// A thread's number, given back when it is dropped (a thread keeps it in
 /// a thread-local, so when the thread exits): unique among the numbers
 /// held, never 0, and the lowest free number is given first, so a pool

@@ -99,8 +99,8 @@ impl Clone for Limiter {
 
 impl Drop for Limiter {
     fn drop(&mut self) {
-        // Release: a permit that ends after this sees every earlier write
-        // of the dropped handles when it reads the count (Acquire) as 0.
+        // The count only tells a permit that ends whether to keep a spare
+        // reference; the `Arc` keeps the state alive whatever it reads.
         if self.inner.handles.fetch_sub(1, Ordering::Release) == 1 {
             // The last handle: this thread's spare reference goes now.
             spare::forget(&self.inner);

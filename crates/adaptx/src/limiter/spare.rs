@@ -8,8 +8,8 @@
 //! request. Instead, a permit that ends on a thread leaves its reference in
 //! that thread's one spare slot (a thread-local), and the thread's next owned
 //! admission on the same limiter takes it from there: admitting and ending on
-//! one thread moves a reference and counts nothing. The rate limiter's lanes
-//! do the same (`rate::engine`).
+//! one thread moves a reference and counts nothing. The slot is the one the
+//! rate limiter's lanes use ([`SpareSlot`](crate::sync::SpareSlot)).
 //!
 //! The cost: each thread keeps at most one reference, to the limiter of the
 //! last owned permit it ended, until it ends an owned permit of another
@@ -22,11 +22,12 @@
 
 use super::Inner;
 use crate::sync::Arc;
+#[cfg(not(adaptx_loom))]
+use crate::sync::SpareSlot;
 
 #[cfg(not(adaptx_loom))]
 std::thread_local! {
-    static SPARE: std::cell::RefCell<Option<Arc<Inner>>> =
-        const { std::cell::RefCell::new(None) };
+    static SPARE: SpareSlot<Inner> = const { SpareSlot::new() };
 }
 
 /// A reference to `inner` for a new owned permit: this thread's spare if it
@@ -45,13 +46,7 @@ pub(super) fn handle(inner: &Arc<Inner>) -> Arc<Inner> {
 #[inline(always)]
 fn take(inner: &Arc<Inner>) -> Option<Arc<Inner>> {
     SPARE
-        .try_with(|slot| {
-            let mut slot = slot.try_borrow_mut().ok()?;
-            match &*slot {
-                Some(spare) if Arc::ptr_eq(spare, inner) => slot.take(),
-                _ => None,
-            }
-        })
+        .try_with(|slot| slot.take_if(|spare| Arc::ptr_eq(spare, inner)))
         .ok()
         .flatten()
 }
@@ -75,15 +70,10 @@ pub(super) fn keep(handle: Arc<Inner>) {
         if !handle.has_handles() {
             return;
         }
-        let mut held = Some(handle);
-        let replaced = SPARE.try_with(|slot| {
-            let mut slot = slot.try_borrow_mut().ok()?;
-            std::mem::replace(&mut *slot, held.take())
-        });
-        // Released after the borrow ends: the last reference to another
-        // limiter drops its state (a user's clock, law or hook) here.
-        drop(replaced);
-        drop(held);
+        // Released after the borrow ends (or with the closure, if the thread
+        // is exiting): the last reference to another limiter drops its
+        // state (a user's clock, law or hook) here.
+        drop(SPARE.try_with(|slot| slot.put(handle)));
     }
     #[cfg(adaptx_loom)]
     drop(handle);

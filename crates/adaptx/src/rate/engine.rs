@@ -103,11 +103,11 @@ use crate::clock::AnyClock;
 use crate::error::ConfigError;
 use crate::mode::{Mode, ModeCell};
 use crate::observe::RateObserver;
-#[cfg(not(adaptx_loom))]
-use crate::sync::ThreadNumber;
 #[cfg(adaptx_loom)]
 use crate::sync::thread_number;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Padded, lock};
+#[cfg(not(adaptx_loom))]
+use crate::sync::{SpareSlot, ThreadNumber};
 
 /// One set of cumulative counters.
 #[derive(Debug, Default)]
@@ -262,8 +262,7 @@ impl Lane {
                         return None;
                     }
                 }
-                let mut spare = t.spare.try_borrow_mut().ok()?;
-                std::mem::replace(&mut *spare, held.take())
+                held.take().and_then(|lane| t.spare.put(lane))
             });
             if replaced.is_err() {
                 // The thread is exiting: counted as a thread without a
@@ -328,15 +327,7 @@ impl<'a> Caller<'a> {
             let entered = THREAD.try_with(|t| {
                 let me = t.number.get();
                 let lane = &lanes[lane_index(Some(me), n)];
-                let spare = t
-                    .spare
-                    .try_borrow_mut()
-                    .ok()
-                    .and_then(|mut spare| match &*spare {
-                        Some(h) if Arc::ptr_eq(h, lane) => spare.take(),
-                        _ => None,
-                    });
-                (me, spare)
+                (me, t.spare.take_if(|h| Arc::ptr_eq(h, lane)))
             });
             let (me, spare) = match entered {
                 Ok((me, spare)) => (Some(me), spare),
@@ -371,13 +362,9 @@ impl<'a> Caller<'a> {
     fn refused(spare: Option<Arc<Lane>>) {
         #[cfg(not(adaptx_loom))]
         if let Some(handle) = spare {
-            let mut held = Some(handle);
-            let replaced = THREAD.try_with(|t| {
-                let mut spare = t.spare.try_borrow_mut().ok()?;
-                std::mem::replace(&mut *spare, held.take())
-            });
-            drop(replaced);
-            drop(held);
+            // Dropped after the borrow ends (or with the closure, if the
+            // thread is exiting).
+            drop(THREAD.try_with(|t| t.spare.put(handle)));
         }
         #[cfg(adaptx_loom)]
         drop(spare);
@@ -391,14 +378,14 @@ impl<'a> Caller<'a> {
 #[derive(Debug)]
 struct ThreadState {
     number: ThreadNumber,
-    spare: std::cell::RefCell<Option<Arc<Lane>>>,
+    spare: SpareSlot<Lane>,
 }
 
 #[cfg(not(adaptx_loom))]
 std::thread_local! {
     static THREAD: ThreadState = ThreadState {
         number: ThreadNumber::take(),
-        spare: std::cell::RefCell::new(None),
+        spare: SpareSlot::new(),
     };
 }
 
@@ -429,13 +416,7 @@ impl Drop for LaneSet {
         // last handle, whose drop drops the core and a user's clock).
         #[cfg(not(adaptx_loom))]
         {
-            let ours = THREAD.try_with(|t| {
-                let mut spare = t.spare.try_borrow_mut().ok()?;
-                match &*spare {
-                    Some(h) if Arc::ptr_eq(&h.core, &first.core) => spare.take(),
-                    _ => None,
-                }
-            });
+            let ours = THREAD.try_with(|t| t.spare.take_if(|h| Arc::ptr_eq(&h.core, &first.core)));
             drop(ours);
         }
     }
