@@ -83,49 +83,67 @@ impl<T> SpareSlot<T> {
     }
 }
 
-/// A thread's number, given back when it is dropped (a thread keeps it in
-/// a thread-local, so when the thread exits): unique among the numbers
-/// held, never 0, and the lowest free number is given first, so a pool
-/// that replaces its threads keeps using the same few numbers.
+/// A thread's number from one [`NumberPool`], given back when it is
+/// dropped (a thread keeps it in a thread-local, so when the thread
+/// exits): unique among the numbers of that pool held, never 0, and the
+/// lowest free number is given first, so a pool of threads that replaces
+/// its threads keeps using the same few numbers.
 ///
-/// Between the return of a number and its next holder stands the free
-/// list's lock: whatever the old holder wrote under the number happens
-/// before whatever the new one does.
+/// Between the return of a number and its next holder stands the pool's
+/// lock: whatever the old holder wrote under the number happens before
+/// whatever the new one does.
 #[cfg(not(adaptx_loom))]
 #[derive(Debug)]
-pub(crate) struct ThreadNumber(std::num::NonZeroU64);
+pub(crate) struct ThreadNumber {
+    number: std::num::NonZeroU64,
+    pool: &'static NumberPool,
+}
 
-/// Numbers given back, and the next never given.
+/// Numbers given back, and the next never given: one per use of thread
+/// numbers (the rate engines' lanes, the windows' stripes), so that each
+/// numbers the threads that use it from 1.
 #[cfg(not(adaptx_loom))]
-static NUMBERS: std::sync::Mutex<(Vec<std::num::NonZeroU64>, std::num::NonZeroU64)> =
-    std::sync::Mutex::new((Vec::new(), std::num::NonZeroU64::MIN));
+#[derive(Debug)]
+pub(crate) struct NumberPool(std::sync::Mutex<(Vec<std::num::NonZeroU64>, std::num::NonZeroU64)>);
+
+#[cfg(not(adaptx_loom))]
+impl NumberPool {
+    /// A pool that gives 1 first.
+    pub(crate) const fn new() -> Self {
+        Self(std::sync::Mutex::new((
+            Vec::new(),
+            std::num::NonZeroU64::MIN,
+        )))
+    }
+}
 
 #[cfg(not(adaptx_loom))]
 impl ThreadNumber {
-    /// The lowest free number.
+    /// The lowest free number of `pool`.
     #[cold]
-    pub(crate) fn take() -> Self {
-        let mut numbers = lock(&NUMBERS);
+    pub(crate) fn take(pool: &'static NumberPool) -> Self {
+        let mut numbers = lock(&pool.0);
         let (free, next) = &mut *numbers;
-        Self(free.pop().unwrap_or_else(|| {
+        let number = free.pop().unwrap_or_else(|| {
             let n = *next;
             *next = n.saturating_add(1);
             n
-        }))
+        });
+        Self { number, pool }
     }
 
     /// The number.
     #[inline]
     pub(crate) fn get(&self) -> std::num::NonZeroU64 {
-        self.0
+        self.number
     }
 }
 
 #[cfg(not(adaptx_loom))]
 impl Drop for ThreadNumber {
     fn drop(&mut self) {
-        let mut numbers = lock(&NUMBERS);
-        numbers.0.push(self.0);
+        let mut numbers = lock(&self.pool.0);
+        numbers.0.push(self.number);
         // Lowest last: popped first.
         numbers.0.sort_unstable_by(|a, b| b.cmp(a));
     }

@@ -3,8 +3,9 @@
 //! # Implementation details
 //!
 //! Completions add to the window without a lock. The sample counters are
-//! split into [`STRIPES`] stripes, one per group of threads (a thread keeps
-//! the stripe it was given on first use), each on its own cache lines. Each
+//! split into [`STRIPES`] stripes, one per group of threads (the thread
+//! numbered `n` among those that use windows writes stripe `n mod
+//! STRIPES`), each on its own cache lines. Each
 //! stripe holds two [`Slot`]s: the current window records into one; the
 //! other holds the previous window, frozen, for [`Stats`](crate::Stats).
 //!
@@ -38,9 +39,24 @@
 //! peak are read in the same window, and no sample is read twice or lost.
 //! The hand-over is model-checked (`window_handover` in `pool/loom.rs`).
 //!
-//! A success costs three read-modify-writes (gate, latency sum, histogram
-//! bucket), a failure three or four, all on the stripe's own lines; the
-//! shared window start is only read.
+//! ## The stripe's owner writes its latency sum without a locked instruction
+//!
+//! The first thread to record a success on a stripe becomes its *owner*
+//! (by its [`ThreadNumber`](crate::sync::ThreadNumber), which passes to the
+//! next thread to get that number, after this one exits). The owner adds
+//! its latencies to the slot's `ok_rtt` with a load and a store — it is
+//! that word's only writer — and every other thread on the stripe adds to
+//! `ok_rtt_shared` with a `fetch_add`; the hand-over reads both. The
+//! closer's reads stay exact: the owner's store comes before its sample's
+//! finishing write (`Release`), and the idle slot's clearing before the
+//! gate swap the owner's entry reads (`Acquire`), so the owner never adds
+//! to a value older than the clearing. Modelled with an owner and another
+//! writer on one stripe (`loom_window_owner_and_another_writer_on_one_stripe`).
+//!
+//! A success costs two read-modify-writes on its owner's stripe (gate,
+//! histogram bucket) and three on another thread's, a failure three or
+//! four, all on the stripe's own lines; the shared window start is only
+//! read.
 //!
 //! ## Decrease epochs
 //!
@@ -59,10 +75,11 @@
 //! `fresh[tag & 1]`; the close of `W` takes `fresh[E & 1]`: exactly the
 //! failures tagged `E`, those admitted after the last decrease.
 
-use std::cell::Cell;
-use std::sync::atomic::AtomicUsize;
+use std::num::NonZeroU64;
 
 use crate::histogram::{Counts, Histogram};
+#[cfg(adaptx_loom)]
+use crate::sync::thread_number;
 use crate::sync::{AtomicU64, Ordering, Padded, spin_wait_step};
 
 /// Number of sample stripes: two keeps two contending threads apart at
@@ -72,22 +89,38 @@ pub(crate) const STRIPES: usize = 2;
 /// The gate's current-slot bit.
 const SLOT: u64 = 1 << 63;
 
+/// The windows' thread numbers: a thread numbered `n` writes stripe
+/// `n mod STRIPES`, and owns that stripe's latency sum if it is the first
+/// to record a success there. Numbered apart from the rate engines' lanes,
+/// so that the first threads to use windows take the first numbers, one
+/// stripe each.
+#[cfg(not(adaptx_loom))]
+static NUMBERS: crate::sync::NumberPool = crate::sync::NumberPool::new();
+
+#[cfg(not(adaptx_loom))]
 thread_local! {
-    static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+    static NUMBER: crate::sync::ThreadNumber = crate::sync::ThreadNumber::take(&NUMBERS);
 }
 
-/// This thread's stripe: handed out round-robin on first use.
+/// The calling thread's number: `None` for a thread whose thread-locals
+/// are gone (exiting), which writes stripe 0 as a non-owner.
 #[inline]
-fn stripe() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    STRIPE.with(|s| {
-        let mut i = s.get();
-        if i == usize::MAX {
-            i = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % STRIPES;
-            s.set(i);
-        }
-        i
-    })
+fn caller() -> Option<NonZeroU64> {
+    #[cfg(not(adaptx_loom))]
+    {
+        NUMBER.try_with(crate::sync::ThreadNumber::get).ok()
+    }
+    #[cfg(adaptx_loom)]
+    {
+        thread_number()
+    }
+}
+
+/// The stripe of the thread numbered `me`.
+#[inline]
+fn stripe_of(me: Option<NonZeroU64>) -> usize {
+    // Truncation keeps the low bits, which are all that are used.
+    me.map_or(0, NonZeroU64::get) as usize % STRIPES
 }
 
 /// Completions and rejections that carry no latency sample, counted per
@@ -118,7 +151,10 @@ pub(crate) struct Sample {
 /// One window's accumulators on one stripe.
 #[derive(Debug)]
 struct Slot {
+    /// The latency sum of the stripe owner's successes (its only writer).
     ok_rtt: AtomicU64,
+    /// The latency sum of every other thread's successes.
+    ok_rtt_shared: AtomicU64,
     fail_rtt: AtomicU64,
     /// Failures by the parity of their admission epoch, counted only when
     /// that epoch was still current at the completion.
@@ -135,6 +171,7 @@ impl Slot {
     fn new() -> Self {
         Self {
             ok_rtt: AtomicU64::new(0),
+            ok_rtt_shared: AtomicU64::new(0),
             fail_rtt: AtomicU64::new(0),
             fresh: [AtomicU64::new(0), AtomicU64::new(0)],
             min_rtt: AtomicU64::new(u64::MAX),
@@ -152,6 +189,7 @@ impl Slot {
     /// Empties the slot. Only while no completion can write to it.
     fn clear(&self) {
         self.ok_rtt.store(0, Ordering::Relaxed);
+        self.ok_rtt_shared.store(0, Ordering::Relaxed);
         self.fail_rtt.store(0, Ordering::Relaxed);
         for f in &self.fresh {
             f.store(0, Ordering::Relaxed);
@@ -167,6 +205,9 @@ impl Slot {
 #[derive(Debug)]
 struct Stripe {
     gate: AtomicU64,
+    /// The number of the thread that writes `ok_rtt` alone, or 0 before
+    /// any success was recorded here.
+    owner: AtomicU64,
     events: [AtomicU64; 4],
     slots: [Slot; 2],
     /// The successes of the slot handed over last, so that reading its
@@ -179,11 +220,28 @@ impl Stripe {
     fn new() -> Self {
         Self {
             gate: AtomicU64::new(0),
+            owner: AtomicU64::new(0),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             slots: [Slot::new(), Slot::new()],
             #[cfg(feature = "metrics")]
             handed_ok: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// Whether the thread numbered `me` owns this stripe's `ok_rtt` (it
+    /// claims the stripe if nobody has).
+    #[inline]
+    fn owned_by(&self, me: Option<NonZeroU64>) -> bool {
+        let Some(me) = me else {
+            return false;
+        };
+        let owner = self.owner.load(Ordering::Relaxed);
+        owner == me.get()
+            || (owner == 0
+                && self
+                    .owner
+                    .compare_exchange(0, me.get(), Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok())
     }
 
     /// The index of the slot completions record into now.
@@ -315,13 +373,21 @@ impl Window {
     /// Adds one latency sample. No lock, no allocation.
     #[inline]
     pub(crate) fn add(&self, s: Sample) {
-        let stripe = &self.stripes[stripe()];
+        let me = caller();
+        let stripe = &self.stripes[stripe_of(me)];
         // Enter: learn the current slot and count this sample as started in
         // it. `Acquire` pairs with the hand-over's swap, so the slot's
         // clearing (and every earlier epoch bump) is visible here.
         let slot = &stripe.slots[(stripe.gate.fetch_add(1, Ordering::Acquire) >> 63) as usize];
         if s.success {
-            slot.ok_rtt.fetch_add(s.nanos, Ordering::Relaxed);
+            if stripe.owned_by(me) {
+                // The only writer: a load and a store.
+                let sum = slot.ok_rtt.load(Ordering::Relaxed);
+                slot.ok_rtt
+                    .store(sum.wrapping_add(s.nanos), Ordering::Relaxed);
+            } else {
+                slot.ok_rtt_shared.fetch_add(s.nanos, Ordering::Relaxed);
+            }
             // RTT_min is a service time: a fast failure (connection refused)
             // or a zero reading from a coarse clock is not one.
             if s.nanos > 0 && s.nanos < slot.min_rtt.load(Ordering::Relaxed) {
@@ -349,7 +415,7 @@ impl Window {
     /// Counts one `event` on this thread's stripe.
     #[inline]
     pub(crate) fn count(&self, event: Event) {
-        self.stripes[stripe()].events[event as usize].fetch_add(1, Ordering::Relaxed);
+        self.stripes[stripe_of(caller())].events[event as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// How many `event`s were counted since construction or reset.
@@ -392,7 +458,10 @@ impl Window {
             f.fresh = f
                 .fresh
                 .wrapping_add(slot.fresh[(epoch & 1) as usize].load(Ordering::Relaxed));
-            f.ok_rtt = f.ok_rtt.wrapping_add(slot.ok_rtt.load(Ordering::Relaxed));
+            f.ok_rtt = f
+                .ok_rtt
+                .wrapping_add(slot.ok_rtt.load(Ordering::Relaxed))
+                .wrapping_add(slot.ok_rtt_shared.load(Ordering::Relaxed));
             f.fail_rtt = f
                 .fail_rtt
                 .wrapping_add(slot.fail_rtt.load(Ordering::Relaxed));
@@ -517,6 +586,46 @@ mod tests {
         let f = w.hand_over(1);
         assert_eq!((f.fail, f.fresh), (1, 0));
     }
+
+    #[test]
+    fn window_latency_sums_are_exact_across_threads_that_come_and_go() {
+        // Several threads at a time on each stripe, threads exiting and new
+        // ones taking their numbers (and their stripes' ownership), while a
+        // closer hands windows over: every success's latency is read once.
+        use std::sync::atomic::AtomicBool;
+        let w = std::sync::Arc::new(Window::new(0));
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let closer = {
+            let (w, done) = (w.clone(), done.clone());
+            std::thread::spawn(move || {
+                let (mut ok, mut rtt) = (0u64, 0u64);
+                while !done.load(Ordering::Acquire) {
+                    let f = w.hand_over(0);
+                    (ok, rtt) = (ok + f.ok, rtt + f.ok_rtt);
+                }
+                let f = w.hand_over(0);
+                (ok + f.ok, rtt + f.ok_rtt)
+            })
+        };
+        for _ in 0..4 {
+            let batch: Vec<_> = (0..5)
+                .map(|_| {
+                    let w = w.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..50_000 {
+                            w.add(ok(3));
+                        }
+                    })
+                })
+                .collect();
+            for t in batch {
+                t.join().expect("writer");
+            }
+        }
+        done.store(true, Ordering::Release);
+        let (ok, rtt) = closer.join().expect("closer");
+        assert_eq!((ok, rtt), (1_000_000, 3_000_000));
+    }
 }
 
 /// Loom models of the window hand-over (run with `--cfg adaptx_loom`, see
@@ -569,6 +678,36 @@ mod loom {
             assert_eq!(first.ok + second.ok, 1);
             assert_eq!(first.fail + second.fail, 1);
             assert_eq!(first.fresh + second.fresh, 1);
+        });
+    }
+
+    #[test]
+    fn loom_window_owner_and_another_writer_on_one_stripe() {
+        // Threads numbered 1 (this one) and 3 write stripe 1, 2 stripe 0.
+        // This thread owns stripe 1 (its first success) and adds to it with
+        // a load and a store while thread 3 adds to its shared sum and
+        // thread 2, owner of stripe 0, adds there; hand-overs run
+        // meanwhile: every frozen window is exact, no latency lost.
+        model(|| {
+            let w = Arc::new(Window::new(0));
+            w.add(sample(true, 100, 1));
+            let writers: Vec<_> = (0..2)
+                .map(|_| {
+                    let w = w.clone();
+                    thread::spawn(move || w.add(sample(true, 100, 1)))
+                })
+                .collect();
+            let first = w.hand_over(0);
+            w.add(sample(true, 100, 1));
+            let second = w.hand_over(0);
+            for t in writers {
+                t.join().expect("writer");
+            }
+            let third = w.hand_over(0);
+            for f in [&first, &second, &third] {
+                assert_exact(f);
+            }
+            assert_eq!(first.ok + second.ok + third.ok, 4);
         });
     }
 

@@ -107,7 +107,7 @@ use crate::observe::RateObserver;
 use crate::sync::thread_number;
 use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Padded, lock};
 #[cfg(not(adaptx_loom))]
-use crate::sync::{SpareSlot, ThreadNumber};
+use crate::sync::{NumberPool, SpareSlot, ThreadNumber};
 
 /// One set of cumulative counters.
 #[derive(Debug, Default)]
@@ -381,10 +381,14 @@ struct ThreadState {
     spare: SpareSlot<Lane>,
 }
 
+/// The rate engines' thread numbers.
+#[cfg(not(adaptx_loom))]
+static NUMBERS: NumberPool = NumberPool::new();
+
 #[cfg(not(adaptx_loom))]
 std::thread_local! {
     static THREAD: ThreadState = ThreadState {
-        number: ThreadNumber::take(),
+        number: ThreadNumber::take(&NUMBERS),
         spare: SpareSlot::new(),
     };
 }
