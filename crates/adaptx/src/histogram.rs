@@ -138,6 +138,18 @@ impl Histogram {
         self.buckets[bucket_index(nanos)].fetch_add(1, Ordering::Release);
     }
 
+    /// Records one latency, by the histogram's only writer: a load and a
+    /// store (`Release`, as [`record`](Self::record)) instead of a locked
+    /// read-modify-write. Only while no other thread records here.
+    #[inline]
+    pub(crate) fn record_alone(&self, nanos: u64) {
+        let bucket = &self.buckets[bucket_index(nanos)];
+        bucket.store(
+            bucket.load(Ordering::Relaxed).wrapping_add(1),
+            Ordering::Release,
+        );
+    }
+
     /// Empties the histogram and returns how many samples it held.
     ///
     /// Each bucket is swapped to 0, so a record racing with this is either

@@ -24,7 +24,7 @@
 //! A completion enters with one `fetch_add(1)` on the gate, which tells it
 //! the current slot and counts it in that slot's `started` in the same
 //! atomic step. It then adds its latency (and minimum, peak) and finishes
-//! with one last write that counts it as *finished*: the success histogram's
+//! with one last write that counts it as *finished*: a success histogram's
 //! bucket, or the failure counter (`Release`). A slot's finished count is the
 //! sum of those.
 //!
@@ -39,24 +39,28 @@
 //! peak are read in the same window, and no sample is read twice or lost.
 //! The hand-over is model-checked (`window_handover` in `pool/loom.rs`).
 //!
-//! ## The stripe's owner writes its latency sum without a locked instruction
+//! ## The stripe's owner records a success without a locked instruction
 //!
 //! The first thread to record a success on a stripe becomes its *owner*
 //! (by its [`ThreadNumber`](crate::sync::ThreadNumber), which passes to the
 //! next thread to get that number, after this one exits). The owner adds
-//! its latencies to the slot's `ok_rtt` with a load and a store — it is
-//! that word's only writer — and every other thread on the stripe adds to
-//! `ok_rtt_shared` with a `fetch_add`; the hand-over reads both. The
-//! closer's reads stay exact: the owner's store comes before its sample's
-//! finishing write (`Release`), and the idle slot's clearing before the
-//! gate swap the owner's entry reads (`Acquire`), so the owner never adds
-//! to a value older than the clearing. Modelled with an owner and another
-//! writer on one stripe (`loom_window_owner_and_another_writer_on_one_stripe`).
+//! its latency to the slot's `ok_rtt` and counts it in the slot's `hist`
+//! with a load and a store each — it is their only writer — and every
+//! other thread on the stripe writes `ok_rtt_shared` and `hist_shared`
+//! with read-modify-writes; the hand-over reads both, and a slot's
+//! finished successes are the two histograms' counts. The closer's reads
+//! stay exact: the owner's histogram store is its sample's finishing write
+//! (`Release`), and the idle slot's clearing comes before the gate swap
+//! that the owner's entry reads (`Acquire`), so the owner never adds to a
+//! value older than the clearing. `hist_shared` is allocated at the first
+//! success of a thread that does not own its stripe (30 KiB), so a limiter
+//! completed on by at most one thread per stripe never holds it. Modelled
+//! with an owner and another writer on one stripe
+//! (`loom_window_owner_and_another_writer_on_one_stripe`).
 //!
-//! A success costs two read-modify-writes on its owner's stripe (gate,
-//! histogram bucket) and three on another thread's, a failure three or
-//! four, all on the stripe's own lines; the shared window start is only
-//! read.
+//! A success costs one read-modify-write on its owner's stripe (the gate)
+//! and three on another thread's, a failure three or four, all on the
+//! stripe's own lines; the shared window start is only read.
 //!
 //! ## Decrease epochs
 //!
@@ -163,8 +167,64 @@ struct Slot {
     peak: AtomicU64,
     /// Failures: one of the two "finished" counters.
     fail: AtomicU64,
-    /// Successes by latency: the other "finished" counter.
+    /// The stripe owner's successes by latency (its only writer), and
+    /// every other thread's: the other "finished" counters.
     hist: Histogram,
+    hist_shared: SharedHistogram,
+}
+
+/// The histogram of the successes of threads that do not own their stripe:
+/// allocated at the first such success (30 KiB), so a limiter that at most
+/// one thread per stripe completes on never holds it. Under loom, at once
+/// (the model checks the hand-over, not `OnceLock`).
+#[derive(Debug)]
+struct SharedHistogram {
+    #[cfg(not(adaptx_loom))]
+    lazy: std::sync::OnceLock<Histogram>,
+    #[cfg(adaptx_loom)]
+    eager: Histogram,
+}
+
+impl SharedHistogram {
+    fn new() -> Self {
+        Self {
+            #[cfg(not(adaptx_loom))]
+            lazy: std::sync::OnceLock::new(),
+            #[cfg(adaptx_loom)]
+            eager: Histogram::new(),
+        }
+    }
+
+    /// The histogram, allocated if it is not yet.
+    #[cold]
+    fn get_or_init(&self) -> &Histogram {
+        #[cfg(not(adaptx_loom))]
+        {
+            self.lazy.get_or_init(Histogram::new)
+        }
+        #[cfg(adaptx_loom)]
+        {
+            &self.eager
+        }
+    }
+
+    /// The histogram, if it was allocated.
+    #[inline]
+    fn get(&self) -> Option<&Histogram> {
+        #[cfg(not(adaptx_loom))]
+        {
+            self.lazy.get()
+        }
+        #[cfg(adaptx_loom)]
+        {
+            Some(&self.eager)
+        }
+    }
+
+    /// Successes recorded here (`Acquire`).
+    fn count_acquire(&self) -> u64 {
+        self.get().map_or(0, Histogram::count_acquire)
+    }
 }
 
 impl Slot {
@@ -178,12 +238,25 @@ impl Slot {
             peak: AtomicU64::new(0),
             fail: AtomicU64::new(0),
             hist: Histogram::new(),
+            hist_shared: SharedHistogram::new(),
         }
     }
 
     /// Successes and failures that have finished their writes to this slot.
-    fn finished(&self) -> (u64, u64) {
-        (self.hist.count_acquire(), self.fail.load(Ordering::Acquire))
+    /// The successes are the owner's and the others'.
+    fn finished(&self) -> ((u64, u64), u64) {
+        (
+            (self.hist.count_acquire(), self.hist_shared.count_acquire()),
+            self.fail.load(Ordering::Acquire),
+        )
+    }
+
+    /// Adds the slot's success latencies into `out`.
+    fn add_latencies_to(&self, out: &mut Counts) {
+        self.hist.add_to(out);
+        if let Some(h) = self.hist_shared.get() {
+            h.add_to(out);
+        }
     }
 
     /// Empties the slot. Only while no completion can write to it.
@@ -198,6 +271,9 @@ impl Slot {
         self.peak.store(0, Ordering::Relaxed);
         self.fail.store(0, Ordering::Relaxed);
         self.hist.take_count();
+        if let Some(h) = self.hist_shared.get() {
+            h.take_count();
+        }
     }
 }
 
@@ -210,10 +286,11 @@ struct Stripe {
     owner: AtomicU64,
     events: [AtomicU64; 4],
     slots: [Slot; 2],
-    /// The successes of the slot handed over last, so that reading its
-    /// latencies stops at the last one. Written under the controller mutex.
+    /// The successes of the slot handed over last, the owner's and the
+    /// others', so that reading its latencies stops at the last one of
+    /// each histogram. Written under the controller mutex.
     #[cfg(feature = "metrics")]
-    handed_ok: std::sync::atomic::AtomicU64,
+    handed_ok: [std::sync::atomic::AtomicU64; 2],
 }
 
 impl Stripe {
@@ -224,7 +301,10 @@ impl Stripe {
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             slots: [Slot::new(), Slot::new()],
             #[cfg(feature = "metrics")]
-            handed_ok: std::sync::atomic::AtomicU64::new(0),
+            handed_ok: [
+                std::sync::atomic::AtomicU64::new(0),
+                std::sync::atomic::AtomicU64::new(0),
+            ],
         }
     }
 
@@ -253,7 +333,7 @@ impl Stripe {
     /// sample that entered the frozen slot has finished writing, and returns
     /// the frozen slot with its successes and failures. The caller must hold
     /// the controller mutex.
-    fn freeze(&self) -> (&Slot, u64, u64) {
+    fn freeze(&self) -> (&Slot, (u64, u64), u64) {
         let cur = self.current();
         // The idle slot was frozen by the previous hand-over, which waited
         // for all its writers: nothing writes to it now.
@@ -263,9 +343,9 @@ impl Stripe {
         let frozen = &self.slots[cur];
         let mut spins = 0;
         loop {
-            let (ok, fail) = frozen.finished();
-            if ok.wrapping_add(fail) == entered {
-                return (frozen, ok, fail);
+            let ((own, shared), fail) = frozen.finished();
+            if own.wrapping_add(shared).wrapping_add(fail) == entered {
+                return (frozen, (own, shared), fail);
             }
             spin_wait_step(&mut spins);
         }
@@ -379,8 +459,9 @@ impl Window {
         // it. `Acquire` pairs with the hand-over's swap, so the slot's
         // clearing (and every earlier epoch bump) is visible here.
         let slot = &stripe.slots[(stripe.gate.fetch_add(1, Ordering::Acquire) >> 63) as usize];
+        let owner = s.success && stripe.owned_by(me);
         if s.success {
-            if stripe.owned_by(me) {
+            if owner {
                 // The only writer: a load and a store.
                 let sum = slot.ok_rtt.load(Ordering::Relaxed);
                 slot.ok_rtt
@@ -405,8 +486,10 @@ impl Window {
         }
         // Finish: the last write, `Release`, publishes the ones above to a
         // closer that sees this sample as finished.
-        if s.success {
-            slot.hist.record(s.nanos);
+        if owner {
+            slot.hist.record_alone(s.nanos);
+        } else if s.success {
+            slot.hist_shared.get_or_init().record(s.nanos);
         } else {
             slot.fail.fetch_add(1, Ordering::Release);
         }
@@ -430,7 +513,8 @@ impl Window {
     pub(crate) fn live(&self) -> (u64, u64) {
         self.stripes.iter().fold((0u64, 0u64), |(ok, fail), s| {
             let slot = &s.slots[s.current()];
-            let (o, f) = slot.finished();
+            let ((own, shared), f) = slot.finished();
+            let o = own.wrapping_add(shared);
             (ok.wrapping_add(o), fail.wrapping_add(f))
         })
     }
@@ -450,9 +534,13 @@ impl Window {
             peak: 0,
         };
         for s in self.stripes.iter() {
-            let (slot, ok, fail) = s.freeze();
+            let (slot, (own, shared), fail) = s.freeze();
             #[cfg(feature = "metrics")]
-            s.handed_ok.store(ok, std::sync::atomic::Ordering::Relaxed);
+            {
+                s.handed_ok[0].store(own, std::sync::atomic::Ordering::Relaxed);
+                s.handed_ok[1].store(shared, std::sync::atomic::Ordering::Relaxed);
+            }
+            let ok = own.wrapping_add(shared);
             f.ok = f.ok.wrapping_add(ok);
             f.fail = f.fail.wrapping_add(fail);
             f.fresh = f
@@ -483,10 +571,10 @@ impl Window {
             // so every sample of the current window is older than
             // `age - window`.
             if age < window.saturating_mul(2) {
-                s.slots[cur].hist.add_to(out);
+                s.slots[cur].add_latencies_to(out);
             }
             if age < window {
-                s.slots[cur ^ 1].hist.add_to(out);
+                s.slots[cur ^ 1].add_latencies_to(out);
             }
         }
     }
@@ -499,9 +587,13 @@ impl Window {
         for s in self.stripes.iter() {
             // The hand-over made the other slot current.
             let slot = &s.slots[s.current() ^ 1];
-            let ok = s.handed_ok.load(std::sync::atomic::Ordering::Relaxed);
-            slot.hist
-                .for_each_from(slot.min_rtt.load(Ordering::Relaxed), ok, &mut f);
+            let min = slot.min_rtt.load(Ordering::Relaxed);
+            let own = s.handed_ok[0].load(std::sync::atomic::Ordering::Relaxed);
+            slot.hist.for_each_from(min, own, &mut f);
+            if let Some(h) = slot.hist_shared.get() {
+                let shared = s.handed_ok[1].load(std::sync::atomic::Ordering::Relaxed);
+                h.for_each_from(min, shared, &mut f);
+            }
         }
     }
 
@@ -585,6 +677,28 @@ mod tests {
         w.bump_epoch();
         let f = w.hand_over(1);
         assert_eq!((f.fail, f.fresh), (1, 0));
+    }
+
+    #[test]
+    fn one_thread_on_a_window_allocates_no_shared_histogram() {
+        // The thread owns the stripe it writes, so its successes go to the
+        // owner's histogram, and the others' (30 KiB each) never exist.
+        let w = std::sync::Arc::new(Window::new(0));
+        let w2 = w.clone();
+        std::thread::spawn(move || {
+            for n in 1..=1000 {
+                w2.add(ok(n));
+            }
+        })
+        .join()
+        .expect("writer");
+        let f = w.hand_over(0);
+        assert_eq!((f.ok, f.ok_rtt), (1000, 500_500));
+        for s in w.stripes.iter() {
+            for slot in &s.slots {
+                assert!(slot.hist_shared.get().is_none());
+            }
+        }
     }
 
     #[test]
