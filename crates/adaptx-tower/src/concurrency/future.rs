@@ -70,16 +70,6 @@ pin_project! {
     }
 }
 
-/// How an [`Admit`] ended.
-pub(super) enum Admitted<T, E> {
-    /// The inner service answered while holding the permit, which is
-    /// still in the [`Admit`] ([`Admit::end`], [`Admit::take_lease`]).
-    Ran(Result<T, E>),
-    /// The layer answers itself: no permit, or the timeout ran out (its
-    /// failure is already recorded).
-    Answer(Answered),
-}
-
 impl<S, Req> Admit<S, Req>
 where
     S: Service<Req>,
@@ -116,22 +106,6 @@ where
         }
     }
 
-    /// Ends the permit of a call that [ran](Admitted::Ran) with `verdict`.
-    #[inline]
-    fn end(self: Pin<&mut Self>, verdict: Verdict) {
-        if let StateProj::Running { lease, .. } = self.project().state.project() {
-            lease.end(verdict);
-        }
-    }
-
-    /// The lease of a call that [ran](Admitted::Ran), moved out.
-    fn take_lease(self: Pin<&mut Self>) -> Lease {
-        match self.project().state.project() {
-            StateProj::Running { lease, .. } => lease.take(),
-            _ => Lease::empty(),
-        }
-    }
-
     fn state_name(&self) -> &'static str {
         match self.state {
             State::Queued { .. } => "queued",
@@ -141,11 +115,19 @@ where
         }
     }
 
+    /// Polls the admission and the call. When the inner service answers,
+    /// `ran` gets its result and the lease still holding the permit (and
+    /// ends it in place, or takes it); when the layer answers itself (no
+    /// permit, or the timeout ran out: its failure is already recorded),
+    /// `answer` gets the mark. The result goes from the inner future to
+    /// `ran` without passing through a value of this module's own.
     #[inline]
-    fn poll_admit(
+    fn poll_admit<O>(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Admitted<S::Response, S::Error>> {
+        ran: impl FnOnce(&mut Lease, Result<S::Response, S::Error>) -> O,
+        answer: impl FnOnce(Answered) -> O,
+    ) -> Poll<O> {
         let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
@@ -176,11 +158,11 @@ where
                 } => {
                     // The response wins a tie with the timer. Completed, the
                     // state stays `Running` (a future is not polled again
-                    // once ready; tower's do the same): the caller ends the
+                    // once ready; tower's do the same): `ran` ends the
                     // lease in place, and the rest is dropped with the
                     // future, without a move or a state change per request.
                     if let Poll::Ready(result) = future.poll(cx) {
-                        return Poll::Ready(Admitted::Ran(result));
+                        return Poll::Ready(ran(lease, result));
                     }
                     match timer.as_pin_mut() {
                         Some(timer) => ready!(timer.poll(cx)),
@@ -191,11 +173,11 @@ where
                     let lease = lease.take();
                     state.set(State::Done);
                     lease.finish(Verdict::Failure);
-                    return Poll::Ready(Admitted::Answer(Answered::TimedOut));
+                    return Poll::Ready(answer(Answered::TimedOut));
                 }
                 StateProj::Rejected => {
                     state.set(State::Done);
-                    return Poll::Ready(Admitted::Answer(Answered::ConcurrencyShed));
+                    return Poll::Ready(answer(Answered::ConcurrencyShed));
                 }
                 StateProj::Done => panic!("ResponseFuture polled after completion"),
             }
@@ -275,14 +257,15 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let mut admit = this.admit;
-        Poll::Ready(match ready!(admit.as_mut().poll_admit(cx)) {
-            Admitted::Ran(result) => {
-                admit.end(classify_http(this.classifier, result.as_ref()));
+        let (classifier, answers) = (this.classifier, this.answers);
+        this.admit.poll_admit(
+            cx,
+            |lease, result| {
+                lease.end(classify_http(classifier, result.as_ref()));
                 result
-            }
-            Admitted::Answer(mark) => Ok(this.answers.answer(mark)),
-        })
+            },
+            |mark| Ok(answers.answer(mark)),
+        )
     }
 }
 
@@ -345,26 +328,24 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let mut admit = this.admit;
-        Poll::Ready(match ready!(admit.as_mut().poll_admit(cx)) {
-            Admitted::Ran(result) => {
-                let verdict = classify_http(this.classifier, result.as_ref());
+        let (classifier, answers) = (this.classifier, this.answers);
+        this.admit.poll_admit(
+            cx,
+            |lease, result| {
+                let verdict = classify_http(classifier, result.as_ref());
                 match result {
                     Ok(res) => {
-                        let lease = admit.take_lease();
+                        let lease = lease.take();
                         Ok(res.map(|body| PermitBody::new(body, lease, verdict)))
                     }
                     Err(e) => {
-                        admit.end(verdict);
+                        lease.end(verdict);
                         Err(e)
                     }
                 }
-            }
-            Admitted::Answer(mark) => Ok(this
-                .answers
-                .answer::<B>(mark)
-                .map(PermitBody::without_permit)),
-        })
+            },
+            |mark| Ok(answers.answer::<B>(mark).map(PermitBody::without_permit)),
+        )
     }
 }
 
