@@ -44,6 +44,16 @@ use runtime::{LawNames, Tuned, Tuning};
 /// the admitted operation and releases its slot; [`execute`](Limiter::execute)
 /// does both around an async closure and catches its panics.
 ///
+/// # Memory
+///
+/// A limiter's sample windows hold four latency histograms of 30 KiB (two
+/// stripes of threads, two windows each: the one in progress and the last
+/// closed). The first thread to record a success on a stripe owns it and
+/// writes its histogram without a locked instruction; the first success of
+/// another thread on that stripe allocates a second histogram for the
+/// others (the one allocation of the hot path after construction), so a
+/// limiter completed on by more threads than stripes holds up to 240 KiB.
+///
 /// # Memory after a drop
 ///
 /// A thread that ends an [`OwnedPermit`] (the `*_owned` methods' permits,
