@@ -58,7 +58,7 @@
 
 use std::fmt;
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::sync::{AtomicU64, Ordering, add_alone};
 
 /// Number of sub-bucket bits per power of two (64 sub-buckets).
 const SUB_BITS: u32 = 6;
@@ -143,11 +143,7 @@ impl Histogram {
     /// read-modify-write. Only while no other thread records here.
     #[inline]
     pub(crate) fn record_alone(&self, nanos: u64) {
-        let bucket = &self.buckets[bucket_index(nanos)];
-        bucket.store(
-            bucket.load(Ordering::Relaxed).wrapping_add(1),
-            Ordering::Release,
-        );
+        add_alone(&self.buckets[bucket_index(nanos)], 1, Ordering::Release);
     }
 
     /// Empties the histogram and returns how many samples it held.

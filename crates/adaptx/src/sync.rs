@@ -41,6 +41,45 @@ pub(crate) fn spin_wait_step(spins: &mut u32) {
     }
 }
 
+/// Which thread writes a set of counters alone: the first to ask, by its
+/// thread number (a rate lane's counters, a window stripe's latency sum
+/// and histogram). The owner writes with [`add_alone`]; every other thread
+/// writes a second set with read-modify-writes. Claimed once; the number,
+/// and with it the ownership, passes to the next thread that gets it.
+#[derive(Debug, Default)]
+pub(crate) struct Owner(AtomicU64);
+
+impl Owner {
+    /// Nobody yet.
+    pub(crate) fn new() -> Self {
+        Self(AtomicU64::new(0))
+    }
+
+    /// Whether the thread numbered `me` owns the counters, claiming them if
+    /// nobody has. `None` (a thread whose number is gone, exiting) never
+    /// owns.
+    #[inline]
+    pub(crate) fn is(&self, me: Option<std::num::NonZeroU64>) -> bool {
+        let Some(me) = me else {
+            return false;
+        };
+        let owner = self.0.load(Ordering::Relaxed);
+        owner == me.get()
+            || (owner == 0
+                && self
+                    .0
+                    .compare_exchange(0, me.get(), Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok())
+    }
+}
+
+/// Adds `n` to `a` by its only writer: a load and a store (with `order`),
+/// no locked instruction.
+#[inline]
+pub(crate) fn add_alone(a: &AtomicU64, n: u64, order: Ordering) {
+    a.store(a.load(Ordering::Relaxed).wrapping_add(n), order);
+}
+
 /// A thread's spare reference to a shared value — a rate limiter's lane, a
 /// concurrency limiter's state — kept in a thread-local, so that a permit
 /// admitted and ended on one thread moves a reference instead of counting

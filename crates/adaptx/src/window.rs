@@ -84,7 +84,7 @@ use std::num::NonZeroU64;
 use crate::histogram::{Counts, Histogram};
 #[cfg(adaptx_loom)]
 use crate::sync::thread_number;
-use crate::sync::{AtomicU64, Ordering, Padded, spin_wait_step};
+use crate::sync::{AtomicU64, Ordering, Owner, Padded, add_alone, spin_wait_step};
 
 /// Number of sample stripes: two keeps two contending threads apart at
 /// 4 × 30 KiB of histograms per limiter.
@@ -281,9 +281,8 @@ impl Slot {
 #[derive(Debug)]
 struct Stripe {
     gate: AtomicU64,
-    /// The number of the thread that writes `ok_rtt` alone, or 0 before
-    /// any success was recorded here.
-    owner: AtomicU64,
+    /// The thread that writes the slots' `ok_rtt` and `hist` alone.
+    owner: Owner,
     events: [AtomicU64; 4],
     slots: [Slot; 2],
     /// The successes of the slot handed over last, the owner's and the
@@ -297,7 +296,7 @@ impl Stripe {
     fn new() -> Self {
         Self {
             gate: AtomicU64::new(0),
-            owner: AtomicU64::new(0),
+            owner: Owner::new(),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             slots: [Slot::new(), Slot::new()],
             #[cfg(feature = "metrics")]
@@ -306,22 +305,6 @@ impl Stripe {
                 std::sync::atomic::AtomicU64::new(0),
             ],
         }
-    }
-
-    /// Whether the thread numbered `me` owns this stripe's `ok_rtt` (it
-    /// claims the stripe if nobody has).
-    #[inline]
-    fn owned_by(&self, me: Option<NonZeroU64>) -> bool {
-        let Some(me) = me else {
-            return false;
-        };
-        let owner = self.owner.load(Ordering::Relaxed);
-        owner == me.get()
-            || (owner == 0
-                && self
-                    .owner
-                    .compare_exchange(0, me.get(), Ordering::Relaxed, Ordering::Relaxed)
-                    .is_ok())
     }
 
     /// The index of the slot completions record into now.
@@ -459,13 +442,10 @@ impl Window {
         // it. `Acquire` pairs with the hand-over's swap, so the slot's
         // clearing (and every earlier epoch bump) is visible here.
         let slot = &stripe.slots[(stripe.gate.fetch_add(1, Ordering::Acquire) >> 63) as usize];
-        let owner = s.success && stripe.owned_by(me);
+        let owner = s.success && stripe.owner.is(me);
         if s.success {
             if owner {
-                // The only writer: a load and a store.
-                let sum = slot.ok_rtt.load(Ordering::Relaxed);
-                slot.ok_rtt
-                    .store(sum.wrapping_add(s.nanos), Ordering::Relaxed);
+                add_alone(&slot.ok_rtt, s.nanos, Ordering::Relaxed);
             } else {
                 slot.ok_rtt_shared.fetch_add(s.nanos, Ordering::Relaxed);
             }
@@ -706,10 +686,14 @@ mod tests {
         // Several threads at a time on each stripe, threads exiting and new
         // ones taking their numbers (and their stripes' ownership), while a
         // closer hands windows over: every success's latency is read once.
+        // A count lost to two writers of one word would leave the closer
+        // waiting for a sample that never finishes: the test fails after a
+        // minute instead of hanging.
         use std::sync::atomic::AtomicBool;
         let w = std::sync::Arc::new(Window::new(0));
         let done = std::sync::Arc::new(AtomicBool::new(false));
-        let closer = {
+        let (totals, closed) = std::sync::mpsc::channel();
+        {
             let (w, done) = (w.clone(), done.clone());
             std::thread::spawn(move || {
                 let (mut ok, mut rtt) = (0u64, 0u64);
@@ -718,9 +702,9 @@ mod tests {
                     (ok, rtt) = (ok + f.ok, rtt + f.ok_rtt);
                 }
                 let f = w.hand_over(0);
-                (ok + f.ok, rtt + f.ok_rtt)
-            })
-        };
+                let _ = totals.send((ok + f.ok, rtt + f.ok_rtt));
+            });
+        }
         for _ in 0..4 {
             let batch: Vec<_> = (0..5)
                 .map(|_| {
@@ -737,7 +721,9 @@ mod tests {
             }
         }
         done.store(true, Ordering::Release);
-        let (ok, rtt) = closer.join().expect("closer");
+        let (ok, rtt) = closed
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the closer never saw every sample finish: a count was lost");
         assert_eq!((ok, rtt), (1_000_000, 3_000_000));
     }
 }

@@ -105,7 +105,7 @@ use crate::mode::{Mode, ModeCell};
 use crate::observe::RateObserver;
 #[cfg(adaptx_loom)]
 use crate::sync::thread_number;
-use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Padded, lock};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Mutex, Ordering, Owner, Padded, add_alone, lock};
 #[cfg(not(adaptx_loom))]
 use crate::sync::{NumberPool, SpareSlot, ThreadNumber};
 
@@ -130,9 +130,7 @@ struct Counters {
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct LaneCounters {
-    /// The owner's thread number, or 0 before any thread counted here.
-    /// Claimed once; the number passes to the next thread that gets it.
-    owner: AtomicU64,
+    owner: Owner,
     own: Counters,
     shared: Padded<Counters>,
 }
@@ -142,17 +140,7 @@ impl LaneCounters {
     /// number is gone, exiting).
     #[inline]
     fn writer(&self, me: Option<NonZeroU64>) -> Writer<'_> {
-        let Some(me) = me else {
-            return Writer::Shared(&self.shared);
-        };
-        let me = me.get();
-        let owner = self.owner.load(Ordering::Relaxed);
-        let claimed = owner == 0
-            && self
-                .owner
-                .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok();
-        if owner == me || claimed {
+        if self.owner.is(me) {
             Writer::Only(&self.own)
         } else {
             Writer::Shared(&self.shared)
@@ -181,10 +169,7 @@ impl Writer<'_> {
     #[inline]
     fn add(self, field: fn(&Counters) -> &AtomicU64, n: u64, order: Ordering) {
         match self {
-            Writer::Only(c) => {
-                let a = field(c);
-                a.store(a.load(Ordering::Relaxed).wrapping_add(n), order);
-            }
+            Writer::Only(c) => add_alone(field(c), n, order),
             Writer::Shared(c) => {
                 field(c).fetch_add(n, order);
             }
