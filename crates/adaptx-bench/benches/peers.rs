@@ -50,12 +50,28 @@
 //!   both limiters pay the bucket word's cache line moving between the
 //!   CPUs; adaptx's other work runs on each CPU's own lines. The floor is
 //!   the clock: `adaptx_coarse` and `governor_upkeep` take it out of both.
+//!
+//!   **Why the axum rate layer cannot reach 1.5× tower's `ConcurrencyLimitLayer`.**
+//!   `headers_only` does, with no limiter and nothing computed, what the rate
+//!   layer adds to every admitted request — the `CurrentRate` extension and
+//!   three `X-RateLimit-*` headers, their values clones of values made once —
+//!   in one service and one future. In the same runs it costs more than
+//!   tower's whole layer (`scripts/bench-table`'s last row: 1.64×, range
+//!   1.46–1.92, three runs on 2026-12-01). A rate layer adds at least the
+//!   limiter's floor above (two clock reads and a CAS, 55.5 ns): about 2.1×
+//!   tower in those runs, before any work of its own.
 //! * `middleware_axum`: a trivial axum handler called with
 //!   `ServiceExt::oneshot` on a clone of the router and a fresh request —
 //!   `bare`, `adaptx_concurrency`, `adaptx_rate` (with its default
 //!   `X-RateLimit-*` headers), `adaptx_rate_no_headers` (`.headers(false)`),
-//!   `adaptx_rate_coarse` (headers on, the limiter on a `CoarseClock`) and
-//!   `tower_concurrency_limit`. Overhead = layered − bare. Every future here
+//!   `adaptx_rate_coarse` (headers on, the limiter on a `CoarseClock`),
+//!   `headers_only` (no limiter: what the rate layer adds to a request and
+//!   its response — the `CurrentRate` extension and the three headers, with
+//!   values made once, by a layer of one service and one future: the least
+//!   those features cost with `http`'s types) and
+//!   `tower_concurrency_limit`. Overhead = layered − bare. Each router is
+//!   finished with `with_state(())` as `axum::serve` does, so its layers
+//!   are applied once, not per request. Every future here
 //!   is ready at once; they are polled with a no-op waker inside a
 //!   current-thread tokio runtime's context rather than through `block_on`,
 //!   so the runtime's own cost does not swamp the difference.
@@ -76,15 +92,18 @@ use std::convert::Infallible;
 use std::future::{Future, Ready, ready};
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::pin::pin;
-use std::sync::Once;
+use std::pin::{Pin, pin};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Waker};
+use std::sync::{LazyLock, Once};
+use std::task::{Context, Poll, Waker, ready};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use adaptx::{CoarseClock, Limiter, RateLimiter};
-use adaptx_tower::{AdaptiveConcurrencyLayer, AdaptiveRateLimitLayer};
+use adaptx_tower::{
+    AdaptiveConcurrencyLayer, AdaptiveRateLimitLayer, CurrentRate, X_RATELIMIT_LIMIT,
+    X_RATELIMIT_REMAINING, X_RATELIMIT_RESET,
+};
 use axum::Router;
 use axum::body::Body;
 use axum::routing::get;
@@ -96,7 +115,8 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use governor::clock::QuantaUpkeepClock;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter as Governor};
-use http::{Request, Response};
+use http::{HeaderValue, Request, Response};
+use pin_project_lite::pin_project;
 use tokio::sync::Semaphore;
 use tower::limit::{ConcurrencyLimit, ConcurrencyLimitLayer};
 use tower::{Layer, Service, ServiceExt, service_fn};
@@ -521,6 +541,86 @@ fn app() -> Router {
     Router::new().route("/", get(|| async { "ok" }))
 }
 
+/// `router` as `axum::serve` runs it: `into_make_service` calls
+/// `with_state(())`, which turns every handler into a route once, so that
+/// the layers are applied when the server starts rather than on every
+/// request (a router called as a service without it applies them per
+/// request: a new layered service built and dropped each time).
+fn served(router: Router) -> Router {
+    router.with_state(())
+}
+
+/// The `X-RateLimit-*` values of [`headers_only`], made once: shared
+/// `Bytes`, as the rate layer's per-thread cache holds numbers above its
+/// static table (10^9/s, its remaining tokens and a Unix time are all
+/// above it).
+static RATE_VALUES: LazyLock<[HeaderValue; 3]> = LazyLock::new(|| {
+    let values = [1_000_000_000_u64, 999_999_999, 1_764_547_200].map(HeaderValue::from);
+    // The first clone makes a formatted value's buffer shared; from then on
+    // a clone counts a reference up.
+    drop(values.clone());
+    values
+});
+
+/// What the rate layer adds to a request besides its limiter, with nothing
+/// computed: the `CurrentRate` extension and three `X-RateLimit-*` headers
+/// whose values are clones of values made once — the least any layer
+/// sending them pays with `http`'s types (an extension is a boxed value in a
+/// hash map; a custom header name is hashed byte by byte; a value above a
+/// static table is a reference-counted buffer). One service and one future,
+/// as the rate layer has.
+#[derive(Clone)]
+struct HeadersOnly<S>(S);
+
+impl<S> Service<Request<Body>> for HeadersOnly<S>
+where
+    S: Service<Request<Body>, Response = Response<Body>>,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = HeadersOnlyFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<Body>) -> Self::Future {
+        req.extensions_mut().insert(CurrentRate(HUGE_RATE));
+        HeadersOnlyFuture {
+            inner: self.0.call(req),
+        }
+    }
+}
+
+pin_project! {
+    struct HeadersOnlyFuture<F> {
+        #[pin]
+        inner: F,
+    }
+}
+
+impl<F, E> Future for HeadersOnlyFuture<F>
+where
+    F: Future<Output = Result<Response<Body>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut res = ready!(self.project().inner.poll(cx))?;
+        let [limit, remaining, reset] = RATE_VALUES.clone();
+        let h = res.headers_mut();
+        h.insert(X_RATELIMIT_LIMIT, limit);
+        h.insert(X_RATELIMIT_REMAINING, remaining);
+        h.insert(X_RATELIMIT_RESET, reset);
+        Poll::Ready(Ok(res))
+    }
+}
+
+/// `router` with [`HeadersOnly`] around its handlers.
+fn headers_only(router: Router) -> Router {
+    router.layer(tower::layer::layer_fn(HeadersOnly))
+}
+
 fn request() -> Request<Body> {
     Request::get("/")
         .body(Body::empty())
@@ -541,11 +641,13 @@ fn middleware(c: &mut Criterion) {
         .expect("a runtime");
     let _guard = rt.enter();
 
-    let bare = app();
-    let concurrency = app().layer(AdaptiveConcurrencyLayer::server(limiter()));
-    let rate = app().layer(AdaptiveRateLimitLayer::new(rate_limiter()));
-    let rate_no_headers = app().layer(AdaptiveRateLimitLayer::new(rate_limiter()).headers(false));
-    let tower_limit = app().layer(ConcurrencyLimitLayer::new(PERMITS));
+    let bare = served(app());
+    let concurrency = served(app().layer(AdaptiveConcurrencyLayer::server(limiter())));
+    let rate = served(app().layer(AdaptiveRateLimitLayer::new(rate_limiter())));
+    let rate_no_headers =
+        served(app().layer(AdaptiveRateLimitLayer::new(rate_limiter()).headers(false)));
+    let headers_only = served(headers_only(app()));
+    let tower_limit = served(app().layer(ConcurrencyLimitLayer::new(PERMITS)));
 
     let mut g = c.benchmark_group("middleware_axum");
     g.bench_function("bare", |b| b.iter(|| oneshot(&bare)));
@@ -554,8 +656,9 @@ fn middleware(c: &mut Criterion) {
     g.bench_function("adaptx_rate_no_headers", |b| {
         b.iter(|| oneshot(&rate_no_headers));
     });
+    g.bench_function("headers_only", |b| b.iter(|| oneshot(&headers_only)));
     {
-        let rate_coarse = app().layer(AdaptiveRateLimitLayer::new(rate_limiter_coarse()));
+        let rate_coarse = served(app().layer(AdaptiveRateLimitLayer::new(rate_limiter_coarse())));
         g.bench_function("adaptx_rate_coarse", |b| b.iter(|| oneshot(&rate_coarse)));
     }
     g.bench_function("tower_concurrency_limit", |b| {
@@ -567,6 +670,7 @@ fn middleware(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(1)).sample_size(50);
     let rows = [
         ("tower_concurrency_limit", &tower_limit),
+        ("headers_only", &headers_only),
         ("adaptx_concurrency", &concurrency),
         ("adaptx_rate", &rate),
         ("adaptx_rate_no_headers", &rate_no_headers),
@@ -577,7 +681,7 @@ fn middleware(c: &mut Criterion) {
         });
     }
     {
-        let rate_coarse = app().layer(AdaptiveRateLimitLayer::new(rate_limiter_coarse()));
+        let rate_coarse = served(app().layer(AdaptiveRateLimitLayer::new(rate_limiter_coarse())));
         g.bench_function("adaptx_rate_coarse", |b| {
             b.iter_custom(|iters| paired(iters, || oneshot(&rate_coarse), || oneshot(&bare)));
         });
