@@ -113,8 +113,10 @@ struct RunArgs {
     /// Laws to run (repeat the flag for several): adaptx's aimd, vegas,
     /// gradient, ceiling, rate (the adaptive rate limiter, on scenarios with a
     /// [rate_limiter]), rate_cubic (the same on the AWS SDKs' adaptive retry
-    /// law), or a peer re-implementation (netflix_gradient2, netflix_aimd,
-    /// vector_arc, envoy_gradient). Default: adaptx's six,
+    /// law), throttle (Google SRE client-side throttling, `adaptx::Throttle`,
+    /// in place of the rate limiter on the same scenarios), or a peer
+    /// re-implementation (netflix_gradient2, netflix_aimd, vector_arc,
+    /// envoy_gradient). Default: adaptx's seven,
     /// each on the scenarios it applies to (with --peers, the peers too).
     #[arg(long, value_name = "LAW", value_parser = parse_law)]
     law: Vec<Law>,

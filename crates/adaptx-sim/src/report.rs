@@ -354,6 +354,7 @@ fn law_style(law: Law) -> Style {
         Law::EnvoyGradient => (OI_BLACK, Some((8, 3)), 1),
         Law::Rate => (OI_BLUE, None, 3),
         Law::RateCubic => (OI_VERMILLION, Some((10, 5)), 2),
+        Law::Throttle => (OI_GREEN, Some((3, 3)), 2),
     };
     Style { color, dash, width }
 }

@@ -345,6 +345,13 @@ pub enum Law {
     /// The adaptive rate limiter on the AWS SDKs' adaptive retry law
     /// (`RateAlgorithm::Cubic`): also a policy of a `[rate_limiter]` scenario.
     RateCubic,
+    /// Google SRE client-side adaptive throttling (`adaptx::Throttle`, the
+    /// book's defaults: a 2-minute window, `k = 2`) in place of the rate
+    /// limiter: each client refuses a request with probability
+    /// `max(0, (requests − k · accepts) / (requests + 1))` and counts the
+    /// backend's answer (an overload failure is not an accept). A policy of
+    /// a `[rate_limiter]` scenario, whose table it does not read.
+    Throttle,
     /// Peer: Netflix concurrency-limits' Gradient2 ([`crate::peers::NetflixGradient2`]).
     NetflixGradient2,
     /// Peer: Netflix concurrency-limits' AIMD ([`crate::peers::NetflixAimd`]).
@@ -362,13 +369,14 @@ impl Law {
 
     /// Every adaptx policy a suite runs by default, in table order; each
     /// scenario runs those that [apply](Law::applies_to) to it.
-    pub const DEFAULT: [Law; 6] = [
+    pub const DEFAULT: [Law; 7] = [
         Law::Aimd,
         Law::Vegas,
         Law::Gradient,
         Law::Ceiling,
         Law::Rate,
         Law::RateCubic,
+        Law::Throttle,
     ];
 
     /// The peer re-implementations, in table order.
@@ -392,7 +400,7 @@ impl Law {
             Law::Vegas => Some(adaptx::Algorithm::Vegas),
             Law::Gradient => Some(adaptx::Algorithm::Gradient),
             Law::Ceiling => Some(adaptx::Algorithm::Ceiling),
-            Law::Rate | Law::RateCubic => None,
+            Law::Rate | Law::RateCubic | Law::Throttle => None,
             Law::NetflixGradient2 | Law::NetflixAimd | Law::VectorArc | Law::EnvoyGradient => None,
         }
     }
@@ -401,7 +409,13 @@ impl Law {
     /// `[rate_limiter]`, the concurrency laws (adaptx's and the peers') on
     /// the others.
     pub fn applies_to(self, sc: &Scenario) -> bool {
-        self.rate_algorithm().is_some() == sc.rate_limiter.is_some()
+        self.is_rate_policy() == sc.rate_limiter.is_some()
+    }
+
+    /// Whether this is a policy of the `[rate_limiter]` scenarios: a rate
+    /// law, or the client-side throttle.
+    pub fn is_rate_policy(self) -> bool {
+        self.rate_algorithm().is_some() || self == Law::Throttle
     }
 
     /// The rate limiter's law, for a rate law; `None` for the others.
@@ -422,6 +436,7 @@ impl Law {
             Law::Ceiling => "ceiling",
             Law::Rate => "rate",
             Law::RateCubic => "rate_cubic",
+            Law::Throttle => "throttle",
             Law::NetflixGradient2 => "netflix_gradient2",
             Law::NetflixAimd => "netflix_aimd",
             Law::VectorArc => "vector_arc",

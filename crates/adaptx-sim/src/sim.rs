@@ -49,6 +49,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use adaptx::{
     Acquire, AcquireError, Builder, Class, Limiter, ManualClock, Outcome, OwnedPermit, RatePermit,
+    Throttle,
 };
 
 use crate::backend::{Backend, Offer};
@@ -56,7 +57,7 @@ use crate::demand::ClientDemand;
 use crate::measure::{Hist, Policy, Run, Second};
 use crate::rate::RateAdmission;
 use crate::rng::{self, streams};
-use crate::scenario::{BackendSpec, DemandKind, LimiterSpec, Scenario};
+use crate::scenario::{BackendSpec, DemandKind, Law, LimiterSpec, Scenario};
 use crate::time::SECOND;
 
 /// The adaptx builder for `spec` (and `policy`, if given), seeded and on
@@ -226,6 +227,8 @@ pub(crate) fn soft_error(onset: u32, full: u32, n: u64) -> f64 {
 enum Held {
     Limit(OwnedPermit),
     Rate(RatePermit),
+    /// Let through by the client-side throttle, which counts the answer.
+    Throttle(Arc<Throttle>),
 }
 
 impl Held {
@@ -233,6 +236,7 @@ impl Held {
         match self {
             Held::Limit(p) => p.record(outcome),
             Held::Rate(p) => p.record(outcome),
+            Held::Throttle(t) => t.record(outcome.is_success()),
         }
     }
 }
@@ -242,6 +246,7 @@ impl Held {
 enum Admission {
     Limit(Limiter),
     Rate(RateAdmission),
+    Throttle(Arc<Throttle>, ManualClock),
 }
 
 impl Admission {
@@ -250,8 +255,29 @@ impl Admission {
         match self {
             Admission::Limit(l) => l.limit(),
             Admission::Rate(r) => usize::try_from(r.rate()).unwrap_or(usize::MAX),
+            Admission::Throttle(t, clock) => throttle_rate(t, clock),
         }
     }
+}
+
+/// How long a closed-loop worker whose request the client-side throttle
+/// refused waits before its next one (the throttle answers no time).
+const THROTTLED_RETRY: u64 = 10_000_000;
+
+/// The sending rate (requests/s) SRE throttling allows at the moment, the
+/// "limit" the measures record for it: `k` times the accepts counted in its
+/// window, per second of the window (of the run so far, while it is younger
+/// than the window). Past it, the refusal probability is above 0.
+fn throttle_rate(t: &Throttle, clock: &ManualClock) -> usize {
+    use adaptx::Clock as _;
+    let span = clock
+        .now()
+        .min(adaptx::DEFAULT_THROTTLE_WINDOW)
+        .as_secs_f64()
+        .max(1.0);
+    let rate = adaptx::DEFAULT_THROTTLE_K * t.stats().accepts as f64 / span;
+    // Lossless enough: a rate, rounded.
+    rate.round() as usize
 }
 
 /// One request in flight (or answered by the client but still inside the
@@ -477,6 +503,18 @@ fn admission(
     let fail = |field: &str, e: adaptx::ConfigError| -> ! {
         panic!("{}: {field}.{}: {e}", sc.source, e.field())
     };
+    if policy == Policy::Law(Law::Throttle) {
+        let throttle = Throttle::builder()
+            .clock(clock.clone())
+            .seed(rng::stream_seed(seed, streams::LIMITER + u64::from(i)))
+            .build()
+            .unwrap_or_else(|e| fail("throttle", e));
+        return (
+            Admission::Throttle(Arc::new(throttle), clock.clone()),
+            0,
+            usize::MAX,
+        );
+    }
     let Some(spec) = &sc.rate_limiter else {
         let lseed = rng::stream_seed(seed, streams::LIMITER + u64::from(i));
         let limiter = limiter_builder(&sc.client_limiter(i), Some(policy), lseed, clock.clone())
@@ -771,7 +809,10 @@ impl<'a> Engine<'a> {
         self.rotate = (self.rotate + 1) % n;
         for k in 0..n {
             let i = (self.rotate + k) % n;
-            if matches!(self.clients[i].admission, Admission::Rate(_)) {
+            if matches!(
+                self.clients[i].admission,
+                Admission::Rate(_) | Admission::Throttle(..)
+            ) {
                 self.admit_rated(i, t);
                 continue;
             }
@@ -951,11 +992,16 @@ impl<'a> Engine<'a> {
                 .try_acquire()
                 .map(Held::Rate)
                 .map_err(|e| u64::try_from(e.retry_after().as_nanos()).unwrap_or(u64::MAX)),
+            Admission::Throttle(t, _) => t
+                .try_admit()
+                .map(|()| Held::Throttle(Arc::clone(t)))
+                .map_err(|_| THROTTLED_RETRY),
         }
     }
 
-    /// Client `i`'s waiting workers each try the rate limiter once; a
-    /// refused one tries again after `retry_after`.
+    /// Client `i`'s waiting workers each try the rate limiter (or the
+    /// client-side throttle) once; a refused one tries again after
+    /// `retry_after` (after [`THROTTLED_RETRY`] for the throttle).
     fn admit_rated(&mut self, i: usize, t: u64) {
         while self.clients[i].waiting > 0 {
             self.clients[i].waiting -= 1;

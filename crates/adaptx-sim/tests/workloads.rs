@@ -593,3 +593,54 @@ fn workload_fields_are_bounded() {
         "{backend}"
     );
 }
+
+/// The `throttle` policy is Google SRE client-side throttling: each client
+/// refuses requests locally until it sends `k = 2` per request the backend
+/// accepts. Against a quota of 300/s offered 1 200/s, it sends ~600/s, the
+/// quota refuses half of them, and the other 600/s are refused locally;
+/// the recorded "limit" is that sending rate.
+#[test]
+fn throttle_policy_sends_k_requests_per_accept() {
+    let sc = common::scenario(
+        r#"
+name = "quota"
+duration = "90s"
+[backend]
+service_time = "10ms"
+rate_limit = 300.0
+[demand]
+kind = "open"
+rate = 1200.0
+[rate_limiter]
+initial_rate = 1200
+"#,
+    );
+    let r = run(&sc, Policy::Law(Law::Throttle), 3);
+    let steady = &r.seconds[20..];
+    let (sent, served) = (sum(steady, |s| s.sent), sum(steady, |s| s.goodput));
+    let (rejects, shed) = (sum(steady, |s| s.rejects), sum(steady, |s| s.shed));
+    let arrivals = sum(steady, |s| s.arrivals);
+    let per_accept = sent as f64 / served as f64;
+    assert!(
+        (1.9..=2.1).contains(&per_accept),
+        "sent {sent} per served {served}: {per_accept}"
+    );
+    assert!(
+        poisson_close(served, 300.0 * steady.len() as f64, 4.0),
+        "served {served}"
+    );
+    assert!(
+        poisson_close(rejects, served as f64, 6.0),
+        "rejects {rejects}, served {served}"
+    );
+    assert_eq!(
+        arrivals,
+        sent + shed,
+        "every arrival is sent or refused locally"
+    );
+    let limit = steady.iter().map(|s| s.limit as f64).sum::<f64>() / steady.len() as f64;
+    assert!(
+        (540.0..=660.0).contains(&limit),
+        "mean recorded rate {limit}"
+    );
+}

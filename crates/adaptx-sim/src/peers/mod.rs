@@ -103,7 +103,13 @@ pub(crate) fn builder(b: Builder, law: Law, spec: &LimiterSpec, seed: u64) -> Bu
                 .sample_window(ENVOY_UPDATE_INTERVAL)
                 .law(envoy)
         }
-        Law::Aimd | Law::Vegas | Law::Gradient | Law::Ceiling | Law::Rate | Law::RateCubic => b,
+        Law::Aimd
+        | Law::Vegas
+        | Law::Gradient
+        | Law::Ceiling
+        | Law::Rate
+        | Law::RateCubic
+        | Law::Throttle => b,
     }
 }
 
