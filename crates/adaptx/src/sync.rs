@@ -44,17 +44,13 @@ pub(crate) fn spin_wait_step(spins: &mut u32) {
 /// Which thread writes a set of counters alone: the first to ask, by its
 /// thread number (a rate lane's counters, a window stripe's latency sum
 /// and histogram). The owner writes with [`add_alone`]; every other thread
-/// writes a second set with read-modify-writes. Claimed once; the number,
-/// and with it the ownership, passes to the next thread that gets it.
+/// writes a second set with read-modify-writes. `Default` is nobody yet.
+/// Claimed once; the number, and with it the ownership, passes to the next
+/// thread that gets it.
 #[derive(Debug, Default)]
 pub(crate) struct Owner(AtomicU64);
 
 impl Owner {
-    /// Nobody yet.
-    pub(crate) fn new() -> Self {
-        Self(AtomicU64::new(0))
-    }
-
     /// Whether the thread numbered `me` owns the counters, claiming them if
     /// nobody has. `None` (a thread whose number is gone, exiting) never
     /// owns.

@@ -296,7 +296,7 @@ impl Stripe {
     fn new() -> Self {
         Self {
             gate: AtomicU64::new(0),
-            owner: Owner::new(),
+            owner: Owner::default(),
             events: std::array::from_fn(|_| AtomicU64::new(0)),
             slots: [Slot::new(), Slot::new()],
             #[cfg(feature = "metrics")]
