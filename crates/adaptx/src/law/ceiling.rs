@@ -37,8 +37,11 @@ const SLOW_START_GROWTH: f64 = 1.5;
 /// probe's +1 came back clean); each next one doubles.
 const EXPLORE_FIRST_STEP: usize = 4;
 
-/// A limit resting at a ceiling gives a tenth of itself away for one
-/// window after this many resting windows...
+/// A limit resting at a ceiling gives 7 % of itself away (keeps this
+/// fraction, rounded down) for one window...
+const YIELD_KEEP: f64 = 0.93;
+
+/// ...after this many resting windows...
 const YIELD_EVERY: u32 = 10;
 
 /// ...twice as many after each time nobody took the room, up to this many...
@@ -46,6 +49,19 @@ const YIELD_EVERY_MAX: u32 = 160;
 
 /// ...when it is at least this large.
 const YIELD_FROM: usize = 10;
+
+/// A neighbour sharing the ceiling counts as present for this many windows
+/// after the last sign of it (room given away was taken, or a probe of the
+/// ceiling found room)...
+const NEIGHBOUR_WINDOWS: u32 = 60;
+
+/// ...and while it is, the limit gives room away every this many resting
+/// windows...
+const NEIGHBOUR_YIELD_EVERY: u32 = 5;
+
+/// ...and probes the ceiling every this many windows, so room a neighbour
+/// gives is found while it is there.
+const NEIGHBOUR_REST: u32 = 2;
 
 /// The largest decrease factor of an overload below a known ceiling.
 const DECREASE: f64 = 0.9;
@@ -93,13 +109,18 @@ enum Phase {
 ///   it fails. Below the resting level it returns halfway per window. A
 ///   failure at a resting level that held cuts to what was served and by a
 ///   tenth at least.
-/// - **Sharing.** After 10 resting windows a limit of 10 or more gives a
-///   tenth of itself away for one window and climbs back: a client sharing
-///   the ceiling may take the room (a bigger limit gives more), so clients
-///   that started unequal move toward equal shares. When nobody took it (the
+/// - **Sharing.** After 10 resting windows a limit of 10 or more gives 7 %
+///   of itself away for one window and climbs back: a client sharing the
+///   ceiling may take the room (a bigger limit gives more), so clients that
+///   started unequal move toward equal shares. When nobody took it (the
 ///   climb back met no failure) it waits twice as long the next time, up to
 ///   160 windows, so a client alone pays almost nothing; when the room was
-///   taken, it gives again after 10.
+///   taken, it gives again after 10. While a neighbour has shown itself in
+///   the last 60 windows — it took room this limit gave, or a probe of the
+///   ceiling found room on a clean backend (no learned background failures,
+///   no late ones, so a timeout or a flaky network is not taken for one) —
+///   the limit gives room every 5 resting windows and probes every 2, so
+///   room one client gives is found while it is there.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window since the floor was last probed. A busy window whose success mean
 ///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
@@ -150,6 +171,9 @@ pub struct Ceiling {
     since_yield: u32,
     yield_every: u32,
     yielding: bool,
+    /// Windows since the last sign of a neighbour sharing the ceiling
+    /// (`u32::MAX`: none yet).
+    since_neighbour: u32,
     rng: u64,
     /// The lowest mean success latency of a measured window since the last
     /// floor probe.
@@ -188,6 +212,7 @@ impl Ceiling {
             since_yield: 0,
             yield_every: YIELD_EVERY,
             yielding: false,
+            since_neighbour: u32::MAX,
             rng: 0x2545_F491_4F6C_DD1D,
             floor: None,
             since_floor_probe: PROBE_SPACING,
@@ -202,14 +227,24 @@ impl Ceiling {
     }
 
     /// 2, 3 or 4 windows, from a splitmix64 stream: probes of clients that
-    /// started together drift apart.
+    /// started together drift apart. With a neighbour: 2.
     fn draw_rest(&mut self) -> u32 {
         self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.rng;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^= z >> 31;
-        2 + (z % 3) as u32
+        if self.neighbour() {
+            NEIGHBOUR_REST
+        } else {
+            2 + (z % 3) as u32
+        }
+    }
+
+    /// Whether a neighbour sharing the ceiling showed itself in the last
+    /// [`NEIGHBOUR_WINDOWS`] windows.
+    fn neighbour(&self) -> bool {
+        self.since_neighbour < NEIGHBOUR_WINDOWS
     }
 
     /// Rest just below `ceiling` from now on.
@@ -256,6 +291,7 @@ impl Ceiling {
             // Keep giving every YIELD_EVERY windows.
             self.yielding = false;
             self.yield_every = YIELD_EVERY;
+            self.since_neighbour = 0;
         }
         let tenth = (limit as f64 * DECREASE) as usize;
         let (next, ceiling) = match self.phase {
@@ -295,7 +331,11 @@ impl Ceiling {
         next
     }
 
-    fn grow(&mut self, limit: usize) -> usize {
+    /// The limit after a clean, busy window; `quiet`: the window had no late
+    /// failures and no background failures were learned, so room a probe
+    /// finds is a neighbour's (or a ceiling that moved), not a timeout yet to
+    /// come or noise.
+    fn grow(&mut self, limit: usize, quiet: bool) -> usize {
         match self.phase {
             Phase::SlowStart => ((limit as f64 * SLOW_START_GROWTH).ceil() as usize).max(limit + 1),
             Phase::Known { ceiling } => {
@@ -311,14 +351,19 @@ impl Ceiling {
                     }
                     self.rested += 1;
                     self.since_yield += 1;
-                    if self.since_yield >= self.yield_every && limit >= YIELD_FROM {
-                        // Give a tenth of the room away for a window and
-                        // climb back: a neighbour sharing the ceiling may
-                        // take it (the bigger the limit, the more it gives),
-                        // so shares even out.
+                    let every = if self.neighbour() {
+                        NEIGHBOUR_YIELD_EVERY
+                    } else {
+                        self.yield_every
+                    };
+                    if self.since_yield >= every && limit >= YIELD_FROM {
+                        // Give 7 % of the room away for a window and climb
+                        // back: a neighbour sharing the ceiling may take it
+                        // (the bigger the limit, the more it gives), so
+                        // shares even out.
                         self.since_yield = 0;
                         self.yielding = true;
-                        return (limit as f64 * DECREASE) as usize;
+                        return (limit as f64 * YIELD_KEEP) as usize;
                     }
                     if self.rested >= self.rest {
                         self.rested = 0;
@@ -329,7 +374,10 @@ impl Ceiling {
                     }
                 } else {
                     // A clean, busy window at (or above) the remembered
-                    // ceiling: it has moved up.
+                    // ceiling: it has moved up (or a neighbour gave room).
+                    if quiet {
+                        self.since_neighbour = 0;
+                    }
                     self.phase = Phase::Explore {
                         step: 2 * EXPLORE_FIRST_STEP,
                     };
@@ -356,6 +404,7 @@ impl ControlLaw for Ceiling {
     }
 
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
+        self.since_neighbour = self.since_neighbour.saturating_add(1);
         let ok = w
             .samples
             .saturating_sub(w.failures)
@@ -410,7 +459,8 @@ impl ControlLaw for Ceiling {
         if !utilized(limit, w.peak_in_flight, self.utilization) {
             return limit;
         }
-        self.grow(limit)
+        let quiet = self.noise == 0.0 && w.stale_failures == 0;
+        self.grow(limit, quiet)
     }
 
     fn reset(&mut self) {
@@ -433,6 +483,7 @@ impl ControlLaw for Ceiling {
             noise: self.noise,
             probing_floor: self.floor_probe.is_some(),
             yielding: self.yielding,
+            neighbour: self.neighbour(),
         }
     }
 }
@@ -520,7 +571,7 @@ mod tests {
     }
 
     #[test]
-    fn ceiling_gives_a_tenth_away_and_less_often_when_nobody_takes_it() {
+    fn ceiling_gives_room_away_and_less_often_when_nobody_takes_it() {
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 31 },
             rest: 1000,
@@ -543,6 +594,8 @@ mod tests {
         assert_eq!(law.next_limit(27, &full(27)), 29);
         assert_eq!(law.next_limit(29, &win(2, 1, 29, 50.0, 3)), 28);
         assert_eq!(law.yield_every, YIELD_EVERY);
+        // Room taken is a neighbour's sign.
+        assert!(law.neighbour());
         // Below YIELD_FROM a limit keeps what it has.
         let mut small = Ceiling {
             phase: Phase::Known { ceiling: 6 },
@@ -552,6 +605,91 @@ mod tests {
         for _ in 0..2 * YIELD_EVERY {
             assert_eq!(small.next_limit(5, &full(5)), 5);
         }
+    }
+
+    /// A lone limit resting below a hard ceiling `c` for `windows` windows:
+    /// a probe of `c` fails at once (the limiter closes the window at the
+    /// first fresh failure). Counts the windows that gave room away and the
+    /// probes.
+    fn rest_alone(law: &mut Ceiling, c: usize, windows: usize) -> (usize, usize) {
+        let (mut limit, mut yields, mut probes) = (c - 1, 0, 0);
+        for _ in 0..windows {
+            let w = if limit >= c {
+                win(2, 1, limit, 50.0, 3)
+            } else {
+                full(limit)
+            };
+            let next = law.next_limit(limit, &w);
+            yields += usize::from(next < limit && limit == c - 1);
+            probes += usize::from(next >= c);
+            limit = next;
+        }
+        (yields, probes)
+    }
+
+    #[test]
+    fn ceiling_shares_faster_while_a_neighbour_shows_itself() {
+        // A neighbour showed itself (it took room given away, or a probe
+        // found room) in the last 60 windows: room is given after 5 resting
+        // windows, not 10...
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 31 },
+            rest: 1000,
+            since_neighbour: 0,
+            ..Ceiling::default()
+        };
+        for k in 1..NEIGHBOUR_YIELD_EVERY {
+            assert_eq!(law.next_limit(30, &full(30)), 30, "window {k}");
+        }
+        assert_eq!(law.next_limit(30, &full(30)), 27);
+        assert!(matches!(
+            law.state(),
+            LawState::Ceiling {
+                neighbour: true,
+                yielding: true,
+                ..
+            }
+        ));
+        // ...and the ceiling is probed every 2 resting windows: a probe, its
+        // failure, two windows at rest. Below YIELD_FROM nothing is given.
+        let known = |since_neighbour| Ceiling {
+            phase: Phase::Known { ceiling: 9 },
+            rest: 2,
+            since_neighbour,
+            ..Ceiling::default()
+        };
+        let mut near = known(0);
+        let (yields, probes) = rest_alone(&mut near, 9, NEIGHBOUR_WINDOWS as usize);
+        assert_eq!((yields, probes), (0, NEIGHBOUR_WINDOWS as usize / 3));
+        // Nothing more shows a neighbour (no probe finds room): after 60
+        // windows the limit probes as a lone one does, every 2-4 windows.
+        let lone = rest_alone(&mut near, 9, NEIGHBOUR_WINDOWS as usize);
+        let mut alone = known(u32::MAX);
+        let never = rest_alone(&mut alone, 9, NEIGHBOUR_WINDOWS as usize);
+        for (yields, p) in [lone, never] {
+            assert_eq!(yields, 0);
+            assert!(
+                p < probes * 9 / 10,
+                "{p} probes vs {probes} with a neighbour"
+            );
+        }
+        // A probe that finds room is a sign of a neighbour.
+        let mut found = known(u32::MAX);
+        assert_eq!(found.next_limit(8, &full(8)), 8);
+        assert_eq!(found.next_limit(8, &full(8)), 9);
+        assert!(!found.neighbour());
+        found.next_limit(9, &full(9));
+        assert!(found.neighbour());
+        // Not where background failures were learned: room found there may
+        // be noise read as clean.
+        let mut noisy = Ceiling {
+            noise: 0.001,
+            ..known(u32::MAX)
+        };
+        assert_eq!(noisy.next_limit(8, &full(8)), 8);
+        assert_eq!(noisy.next_limit(8, &full(8)), 9);
+        noisy.next_limit(9, &full(9));
+        assert!(!noisy.neighbour());
     }
 
     #[test]

@@ -90,8 +90,13 @@ pub enum LawState {
         noise: f64,
         /// Whether a floor probe (one window at half the limit) runs now.
         probing_floor: bool,
-        /// Whether the limit is climbing back after giving a tenth of
-        /// itself away to share the ceiling.
+        /// Whether the limit is climbing back after giving 7 % of itself
+        /// away to share the ceiling.
         yielding: bool,
+        /// Whether a neighbour sharing the ceiling showed itself in the last
+        /// 60 windows (room this limit gave was taken, or a probe of the
+        /// ceiling found room on a clean backend): the limit then gives room
+        /// every 5 resting windows and probes every 2.
+        neighbour: bool,
     },
 }
