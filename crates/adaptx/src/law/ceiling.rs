@@ -52,7 +52,7 @@ const YIELD_FROM: usize = 10;
 
 /// A neighbour sharing the ceiling counts as present for this many windows
 /// after the last sign of it (room given away was taken, or a probe of the
-/// ceiling found room)...
+/// ceiling found room on a clean backend)...
 const NEIGHBOUR_WINDOWS: u32 = 60;
 
 /// ...and while it is, the limit gives room away every this many resting
