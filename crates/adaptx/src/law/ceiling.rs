@@ -690,6 +690,17 @@ mod tests {
         assert_eq!(noisy.next_limit(8, &full(8)), 9);
         noisy.next_limit(9, &full(9));
         assert!(!noisy.neighbour());
+        // Nor in a window with late failures (here too many, 10 %, to be
+        // learned as background): dropped requests' timeouts are still on
+        // their way, so the room may not be there.
+        let mut late = known(u32::MAX);
+        assert_eq!(late.next_limit(8, &full(8)), 8);
+        assert_eq!(late.next_limit(8, &full(8)), 9);
+        let mut timing_out = full(9);
+        timing_out.samples += 20;
+        timing_out.stale_failures = 20;
+        late.next_limit(9, &timing_out);
+        assert!(!late.neighbour());
     }
 
     #[test]
