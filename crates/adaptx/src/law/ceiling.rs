@@ -51,17 +51,18 @@ const YIELD_EVERY_MAX: u32 = 160;
 const YIELD_FROM: usize = 10;
 
 /// A neighbour sharing the ceiling counts as present for this many windows
-/// after the last sign of it (room given away was taken, or a probe of the
-/// ceiling found room on a clean backend)...
+/// after the last sign of it (room given away was taken, or room found at
+/// the ceiling on a quiet backend ran out before the third try)...
 const NEIGHBOUR_WINDOWS: u32 = 60;
 
-/// ...and while it is, the limit gives room away every this many resting
-/// windows...
-const NEIGHBOUR_YIELD_EVERY: u32 = 5;
+/// ...and while it is, the limit exchanges permits with it: at rest it gives
+/// each permit away for a window with probability one in this many, and
+/// otherwise tries for one more.
+const EXCHANGE_WINDOWS: f64 = 30.0;
 
-/// ...and probes the ceiling every this many windows, so room a neighbour
-/// gives is found while it is there.
-const NEIGHBOUR_REST: u32 = 2;
+/// Room found this many times in a row, none of it room this limit gave, is
+/// a ceiling that moved up rather than a neighbour's permit: explore.
+const EXCHANGE_EXPLORE_AFTER: u32 = 3;
 
 /// The largest decrease factor of an overload below a known ceiling.
 const DECREASE: f64 = 0.9;
@@ -104,23 +105,33 @@ enum Phase {
 ///   or more is clean — a flaky network costs no capacity.
 /// - **Ceiling memory.** It remembers the lowest limit that failed, rests one
 ///   below it, and every 2–4 windows (jittered) probes it: the probe costs one
-///   rejection when the ceiling is still there; a clean probe means the
-///   ceiling moved up, and the limit climbs by 4, 8, 16, … per window until
-///   it fails. Below the resting level it returns halfway per window. A
-///   failure at a resting level that held cuts to what was served and by a
-///   tenth at least.
+///   rejection when the ceiling is still there. A clean probe takes the
+///   permit and tries one more the next window; room found three times in a
+///   row means the ceiling moved up, and the limit climbs by 4, 8, 16, … per
+///   window until it fails. Below the resting level it returns halfway per
+///   window. A failure at a resting level that held cuts to what was served
+///   and by a tenth at least.
 /// - **Sharing.** After 10 resting windows a limit of 10 or more gives 7 %
 ///   of itself away for one window and climbs back: a client sharing the
 ///   ceiling may take the room (a bigger limit gives more), so clients that
 ///   started unequal move toward equal shares. When nobody took it (the
 ///   climb back met no failure) it waits twice as long the next time, up to
 ///   160 windows, so a client alone pays almost nothing; when the room was
-///   taken, it gives again after 10. While a neighbour has shown itself in
-///   the last 60 windows — it took room this limit gave, or a probe of the
-///   ceiling found room on a clean backend (no learned background failures,
-///   no late ones, so a timeout or a flaky network is not taken for one) —
-///   the limit gives room every 5 resting windows and probes every 2, so
-///   room one client gives is found while it is there.
+///   taken, it gives again after 10.
+/// - **Exchange.** While a neighbour has shown itself in the last 60 windows
+///   — it took room this limit gave, or room found at the ceiling ran out
+///   before the third try (a ceiling that moved up would have lasted) on a
+///   quiet backend (background noise would fail fewer than one sample in
+///   twenty such windows and nothing failed late, so a flaky network or a
+///   timeout on its way is not taken for one) — the limit at rest gives each
+///   permit away for a window with probability 1/30 (a limit of 15 one
+///   permit every other window, 45 one or two a window) and otherwise tries
+///   for one more. Its neighbours do the same, so permits wander between
+///   the clients at random, each client giving in proportion to its share
+///   and trying for more whenever it gives nothing: shares drift toward
+///   equal whatever the start. Room given and taken costs one permit (the climb
+///   back fails: one less than before, or what was served if the backend
+///   served less); room given and not taken costs a window of it.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window since the floor was last probed. A busy window whose success mean
 ///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
@@ -174,6 +185,12 @@ pub struct Ceiling {
     /// Windows since the last sign of a neighbour sharing the ceiling
     /// (`u32::MAX`: none yet).
     since_neighbour: u32,
+    /// Permits given away in the exchange for the current window.
+    given: usize,
+    /// Clean tries of the ceiling in a row, and whether the room they found
+    /// came on a quiet backend.
+    found: u32,
+    room: bool,
     rng: u64,
     /// The lowest mean success latency of a measured window since the last
     /// floor probe.
@@ -213,6 +230,9 @@ impl Ceiling {
             yield_every: YIELD_EVERY,
             yielding: false,
             since_neighbour: u32::MAX,
+            given: 0,
+            found: 0,
+            room: false,
             rng: 0x2545_F491_4F6C_DD1D,
             floor: None,
             since_floor_probe: PROBE_SPACING,
@@ -226,19 +246,30 @@ impl Ceiling {
         law
     }
 
-    /// 2, 3 or 4 windows, from a splitmix64 stream: probes of clients that
-    /// started together drift apart. With a neighbour: 2.
-    fn draw_rest(&mut self) -> u32 {
+    /// The next number of the law's splitmix64 stream.
+    fn draw(&mut self) -> u64 {
         self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.rng;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        if self.neighbour() {
-            NEIGHBOUR_REST
-        } else {
-            2 + (z % 3) as u32
-        }
+        z ^ (z >> 31)
+    }
+
+    /// 2, 3 or 4 windows: probes of clients that started together drift
+    /// apart.
+    fn draw_rest(&mut self) -> u32 {
+        2 + (self.draw() % 3) as u32
+    }
+
+    /// The permits a limit at rest gives away this window in the exchange:
+    /// `limit / EXCHANGE_WINDOWS` rounded up or down at random, so that each
+    /// permit goes with probability `1 / EXCHANGE_WINDOWS` (a limit of 15
+    /// gives one in half the windows, a limit of 45 one or two), keeping one.
+    fn draw_gift(&mut self, limit: usize) -> usize {
+        let want = limit as f64 / EXCHANGE_WINDOWS;
+        let u = (self.draw() >> 11) as f64 / (1u64 << 53) as f64;
+        let gift = want.floor() as usize + usize::from(u < want.fract());
+        gift.min(limit.saturating_sub(1))
     }
 
     /// Whether a neighbour sharing the ceiling showed itself in the last
@@ -286,6 +317,26 @@ impl Ceiling {
 
     /// An overload failure at limit `limit`.
     fn overloaded(&mut self, limit: usize) -> usize {
+        self.found = 0;
+        if std::mem::take(&mut self.room) {
+            // Room found at the ceiling ran out within two windows: it was
+            // a neighbour's permit, not a ceiling that moved.
+            self.since_neighbour = 0;
+        }
+        if std::mem::take(&mut self.given) > 0 {
+            // The climb back from an exchange failed: a neighbour took the
+            // permits given. Rest one below this — or, when the backend
+            // served less than the limit it had, the ceiling came down: to
+            // what was served.
+            self.since_neighbour = 0;
+            let next = match self.served {
+                Some(n) if self.served_at as f64 - n >= 1.0 => n.round() as usize,
+                _ => limit - 1,
+            };
+            let next = next.min(limit - 1).max(1);
+            self.remember(limit.max(next + 1));
+            return next;
+        }
         if self.yielding {
             // The room given away was taken: a neighbour shares the ceiling.
             // Keep giving every YIELD_EVERY windows.
@@ -340,9 +391,18 @@ impl Ceiling {
             Phase::SlowStart => ((limit as f64 * SLOW_START_GROWTH).ceil() as usize).max(limit + 1),
             Phase::Known { ceiling } => {
                 let rest_at = ceiling - 1;
+                if limit < ceiling {
+                    // Not a try of the ceiling: the tries in a row, if any,
+                    // have ended.
+                    self.found = 0;
+                    self.room = false;
+                }
                 if limit < rest_at {
                     limit + (rest_at - limit).div_ceil(2)
                 } else if limit == rest_at {
+                    // Back at rest without a failure: nobody took what the
+                    // exchange gave.
+                    self.given = 0;
                     if self.yielding {
                         // Back at rest without a failure: nobody took the
                         // room. Give it less often.
@@ -350,13 +410,22 @@ impl Ceiling {
                         self.yield_every = (2 * self.yield_every).min(YIELD_EVERY_MAX);
                     }
                     self.rested += 1;
+                    if self.neighbour() {
+                        // The exchange: give each permit away for a window
+                        // with probability 1 / EXCHANGE_WINDOWS, or try for
+                        // one more. A neighbour does the same, so permits
+                        // wander between the clients at random, a bigger
+                        // limit gives more, and shares even out.
+                        self.since_yield = 0;
+                        let gift = self.draw_gift(limit);
+                        if gift > 0 {
+                            self.given = gift;
+                            return limit - gift;
+                        }
+                        return ceiling;
+                    }
                     self.since_yield += 1;
-                    let every = if self.neighbour() {
-                        NEIGHBOUR_YIELD_EVERY
-                    } else {
-                        self.yield_every
-                    };
-                    if self.since_yield >= every && limit >= YIELD_FROM {
+                    if self.since_yield >= self.yield_every && limit >= YIELD_FROM {
                         // Give 7 % of the room away for a window and climb
                         // back: a neighbour sharing the ceiling may take it
                         // (the bigger the limit, the more it gives), so
@@ -374,10 +443,20 @@ impl Ceiling {
                     }
                 } else {
                     // A clean, busy window at (or above) the remembered
-                    // ceiling: it has moved up (or a neighbour gave room).
-                    if quiet {
-                        self.since_neighbour = 0;
+                    // ceiling: a neighbour gave room, or the ceiling moved
+                    // up. Take the permit and try one more next window; room
+                    // found three times in a row is a ceiling that moved:
+                    // explore. Room that runs out before that was a
+                    // neighbour's (see `overloaded`), unless noise or late
+                    // failures could have made it.
+                    self.found += 1;
+                    self.room |= quiet;
+                    if self.found < EXCHANGE_EXPLORE_AFTER {
+                        self.remember(limit + 1);
+                        return limit + 1;
                     }
+                    self.found = 0;
+                    self.room = false;
                     self.phase = Phase::Explore {
                         step: 2 * EXPLORE_FIRST_STEP,
                     };
@@ -459,7 +538,10 @@ impl ControlLaw for Ceiling {
         if !utilized(limit, w.peak_in_flight, self.utilization) {
             return limit;
         }
-        let quiet = self.noise == 0.0 && w.stale_failures == 0;
+        // Quiet: background noise would fail fewer than one sample in twenty
+        // windows like this one (the rate learned from the first windows
+        // decays toward zero but never reaches it), and nothing failed late.
+        let quiet = self.noise * (w.samples as f64) < NOISE_SIGNIFICANCE && w.stale_failures == 0;
         self.grow(limit, quiet)
     }
 
@@ -607,115 +689,164 @@ mod tests {
         }
     }
 
-    /// A lone limit resting below a hard ceiling `c` for `windows` windows:
-    /// a probe of `c` fails at once (the limiter closes the window at the
-    /// first fresh failure). Counts the windows that gave room away and the
-    /// probes.
-    fn rest_alone(law: &mut Ceiling, c: usize, windows: usize) -> (usize, usize) {
-        let (mut limit, mut yields, mut probes) = (c - 1, 0, 0);
-        for _ in 0..windows {
-            let w = if limit >= c {
+    /// A limit resting at `rest_at` below a ceiling, kept in the exchange (a
+    /// neighbour always present), nobody taking what it gives: the permits
+    /// given per window at rest, and the windows at rest that tried for one
+    /// more.
+    fn exchange_alone(rest_at: usize, decisions: usize) -> (f64, usize) {
+        let mut law = Ceiling {
+            phase: Phase::Known {
+                ceiling: rest_at + 1,
+            },
+            ..Ceiling::default()
+        };
+        let (mut limit, mut given, mut tries, mut at_rest) = (rest_at, 0, 0, 0);
+        while at_rest < decisions {
+            law.since_neighbour = 0;
+            let w = if limit > rest_at {
                 win(2, 1, limit, 50.0, 3)
             } else {
                 full(limit)
             };
             let next = law.next_limit(limit, &w);
-            yields += usize::from(next < limit && limit == c - 1);
-            probes += usize::from(next >= c);
+            if limit == rest_at {
+                at_rest += 1;
+                if next < limit {
+                    given += limit - next;
+                } else {
+                    assert_eq!(next, rest_at + 1, "at rest: give, or try for one more");
+                    tries += 1;
+                }
+            }
             limit = next;
         }
-        (yields, probes)
+        (given as f64 / decisions as f64, tries)
     }
 
     #[test]
-    fn ceiling_shares_faster_while_a_neighbour_shows_itself() {
-        // A neighbour showed itself (it took room given away, or a probe
-        // found room) in the last 60 windows: room is given after 5 resting
-        // windows, not 10...
+    fn ceiling_exchanges_permits_in_proportion_to_its_limit_while_a_neighbour_is_there() {
+        // Each permit goes with probability 1/30 per window at rest: 15
+        // permits give 0.5 a window, 45 give 1.5 (one or two). Over 3000
+        // windows the standard error is under 0.01.
+        let (per_window, tries) = exchange_alone(15, 3000);
+        assert!((per_window - 0.5).abs() < 0.03, "{per_window}");
+        // Every window at rest that gives nothing tries for one more.
+        assert!((tries as f64 / 3000.0 - 0.5).abs() < 0.03, "{tries}");
+        let (per_window, tries) = exchange_alone(45, 3000);
+        assert!((per_window - 1.5).abs() < 0.05, "{per_window}");
+        assert_eq!(tries, 0);
+        // A gift lasts one window, then the limit climbs back halfway per
+        // window. Alone, nobody takes it and no try finds room: neither is a
+        // sign of a neighbour, and the exchange ends when the last sign is
+        // 60 windows old.
         let mut law = Ceiling {
-            phase: Phase::Known { ceiling: 31 },
-            rest: 1000,
-            since_neighbour: 0,
+            phase: Phase::Known { ceiling: 46 },
+            since_neighbour: NEIGHBOUR_WINDOWS - 10,
             ..Ceiling::default()
         };
-        for k in 1..NEIGHBOUR_YIELD_EVERY {
-            assert_eq!(law.next_limit(30, &full(30)), 30, "window {k}");
-        }
-        assert_eq!(law.next_limit(30, &full(30)), 27);
-        assert!(matches!(
-            law.state(),
-            LawState::Ceiling {
-                neighbour: true,
-                yielding: true,
-                ..
+        let (mut limit, mut gifts) = (45, 0);
+        for _ in 0..10 {
+            let next = law.next_limit(limit, &full(limit));
+            if limit == 45 {
+                assert_eq!(law.given, 45 - next);
+                gifts += 1;
+            } else {
+                assert_eq!(next, limit + (45 - limit).div_ceil(2));
             }
-        ));
-        // ...and the ceiling is probed every 2 resting windows: a probe, its
-        // failure, two windows at rest. Below YIELD_FROM nothing is given.
-        let known = |since_neighbour| Ceiling {
-            phase: Phase::Known { ceiling: 9 },
-            rest: 2,
-            since_neighbour,
+            limit = next;
+        }
+        assert!(gifts >= 4, "{gifts}");
+        assert!(!law.neighbour());
+        // Without a neighbour a limit rests and probes every 2-4 windows.
+        let mut alone = Ceiling {
+            phase: Phase::Known { ceiling: 16 },
+            rest: 3,
             ..Ceiling::default()
         };
-        let mut near = known(0);
-        let (yields, probes) = rest_alone(&mut near, 9, NEIGHBOUR_WINDOWS as usize);
-        assert_eq!((yields, probes), (0, NEIGHBOUR_WINDOWS as usize / 3));
-        // Nothing more shows a neighbour (no probe finds room): after 60
-        // windows the limit probes as a lone one does, every 2-4 windows.
-        let lone = rest_alone(&mut near, 9, NEIGHBOUR_WINDOWS as usize);
-        let mut alone = known(u32::MAX);
-        let never = rest_alone(&mut alone, 9, NEIGHBOUR_WINDOWS as usize);
-        for (yields, p) in [lone, never] {
-            assert_eq!(yields, 0);
-            assert!(
-                p < probes * 9 / 10,
-                "{p} probes vs {probes} with a neighbour"
-            );
-        }
-        // A probe that finds room is a sign of a neighbour.
-        let mut found = known(u32::MAX);
-        assert_eq!(found.next_limit(8, &full(8)), 8);
-        assert_eq!(found.next_limit(8, &full(8)), 9);
-        assert!(!found.neighbour());
-        found.next_limit(9, &full(9));
-        assert!(found.neighbour());
-        // Not where background failures were learned: room found there may
-        // be noise read as clean.
-        let mut noisy = Ceiling {
-            noise: 0.001,
-            ..known(u32::MAX)
-        };
-        assert_eq!(noisy.next_limit(8, &full(8)), 8);
-        assert_eq!(noisy.next_limit(8, &full(8)), 9);
-        noisy.next_limit(9, &full(9));
-        assert!(!noisy.neighbour());
-        // Nor in a window with late failures (here too many, 10 %, to be
-        // learned as background): dropped requests' timeouts are still on
-        // their way, so the room may not be there.
-        let mut late = known(u32::MAX);
-        assert_eq!(late.next_limit(8, &full(8)), 8);
-        assert_eq!(late.next_limit(8, &full(8)), 9);
-        let mut timing_out = full(9);
-        timing_out.samples += 20;
-        timing_out.stale_failures = 20;
-        late.next_limit(9, &timing_out);
-        assert!(!late.neighbour());
+        assert_eq!(alone.next_limit(15, &full(15)), 15);
+        assert_eq!(alone.next_limit(15, &full(15)), 15);
+        assert_eq!(alone.next_limit(15, &full(15)), 16);
     }
 
     #[test]
-    fn ceiling_climbs_faster_and_faster_once_a_probe_is_clean() {
-        let mut law = Ceiling {
+    fn ceiling_loses_one_permit_when_a_neighbour_takes_what_it_gave() {
+        let given = || Ceiling {
+            phase: Phase::Known { ceiling: 16 },
+            given: 1,
+            ..Ceiling::default()
+        };
+        // Gave one (15 → 14); the climb back to 15 fails: a neighbour took
+        // it. Rest at 14 below a ceiling of 15, and the neighbour is there.
+        let mut law = given();
+        assert_eq!(law.next_limit(15, &win(2, 1, 15, 50.0, 3)), 14);
+        assert_eq!(law.phase, Phase::Known { ceiling: 15 });
+        assert!(law.neighbour());
+        assert_eq!(law.given, 0);
+        // Unless the backend served less than the limit it had (10 served
+        // where the limit was 14): the ceiling came down, to what was
+        // served.
+        let mut law = given();
+        law.served = Some(10.0);
+        law.served_at = 14;
+        assert_eq!(law.next_limit(15, &win(2, 1, 15, 50.0, 3)), 10);
+        // Without the exchange the same failure at rest cuts by a tenth at
+        // least (a hit at a level that held).
+        let mut rested = Ceiling {
+            phase: Phase::Known { ceiling: 16 },
+            rested: 1,
+            ..Ceiling::default()
+        };
+        assert_eq!(rested.next_limit(15, &win(2, 1, 15, 50.0, 3)), 13);
+    }
+
+    #[test]
+    fn ceiling_takes_room_one_permit_at_a_time_and_explores_room_that_lasts() {
+        let known = || Ceiling {
             phase: Phase::Known { ceiling: 21 },
             ..Ceiling::default()
         };
-        // A clean, busy window at the ceiling: it has moved up.
-        assert_eq!(law.next_limit(21, &full(21)), 25);
-        assert_eq!(law.next_limit(25, &full(25)), 33);
-        assert_eq!(law.next_limit(33, &full(33)), 49);
-        // 49 fails; 33 was served where 33 was the limit: try halfway.
-        assert_eq!(law.next_limit(49, &win(2, 1, 49, 50.0, 3)), 41);
-        assert_eq!(law.phase, Phase::Known { ceiling: 49 });
+        // Room found at the ceiling three times in a row is a ceiling that
+        // moved up: take one permit at a time, then climb by 4, 8, 16, ...
+        let mut law = known();
+        let mut seen = vec![21];
+        for _ in 0..5 {
+            let l = *seen.last().unwrap();
+            seen.push(law.next_limit(l, &full(l)));
+        }
+        assert_eq!(seen, [21, 22, 23, 27, 35, 51]);
+        // 51 fails; 35 was served where 35 was the limit: try halfway.
+        assert_eq!(law.next_limit(51, &win(2, 1, 51, 50.0, 3)), 43);
+        assert_eq!(law.phase, Phase::Known { ceiling: 51 });
+        // That was no neighbour: the room lasted.
+        assert!(!law.neighbour());
+        // Room that runs out before that was a neighbour's permit: the
+        // limit keeps what it took (21) and exchanges from now on.
+        let mut law = known();
+        assert_eq!(law.next_limit(21, &full(21)), 22);
+        assert!(!law.neighbour());
+        assert_eq!(law.next_limit(22, &win(2, 1, 22, 50.0, 3)), 21);
+        assert!(law.neighbour());
+        assert_eq!(law.phase, Phase::Known { ceiling: 22 });
+        // Not where background failures were learned (room found there may
+        // be noise read as clean): a rate that fails 0.21 samples of a
+        // window of 420 counts, one learned long ago and decayed to nothing
+        // does not.
+        for (noise, sign) in [(5e-4, false), (1e-12, true)] {
+            let mut law = Ceiling { noise, ..known() };
+            assert_eq!(law.next_limit(21, &full(21)), 22);
+            law.next_limit(22, &win(2, 1, 22, 50.0, 3));
+            assert_eq!(law.neighbour(), sign, "noise {noise}");
+        }
+        // Nor in a window with late failures (here too many, 10 %, to be
+        // learned as background): dropped requests' timeouts are still on
+        // their way, so the room may not be there.
+        let mut late = known();
+        let mut timing_out = full(21);
+        timing_out.samples += 42;
+        timing_out.stale_failures = 42;
+        assert_eq!(late.next_limit(21, &timing_out), 22);
+        late.next_limit(22, &win(2, 1, 22, 50.0, 3));
+        assert!(!late.neighbour());
     }
 
     #[test]

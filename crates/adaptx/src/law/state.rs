@@ -94,9 +94,11 @@ pub enum LawState {
         /// away to share the ceiling.
         yielding: bool,
         /// Whether a neighbour sharing the ceiling showed itself in the last
-        /// 60 windows (room this limit gave was taken, or a probe of the
-        /// ceiling found room on a clean backend): the limit then gives room
-        /// every 5 resting windows and probes every 2.
+        /// 60 windows (room this limit gave was taken, or room found at the
+        /// ceiling on a quiet backend ran out before the third try): the
+        /// limit then exchanges permits with it, giving each away for a
+        /// window with probability 1/30 per window at rest and otherwise
+        /// trying for one more.
         neighbour: bool,
     },
 }
