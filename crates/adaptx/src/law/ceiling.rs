@@ -60,8 +60,8 @@ const NEIGHBOUR_WINDOWS: u32 = 60;
 /// otherwise tries for one more.
 const EXCHANGE_WINDOWS: f64 = 30.0;
 
-/// Room found this many times in a row, none of it room this limit gave, is
-/// a ceiling that moved up rather than a neighbour's permit: explore.
+/// Room found at the ceiling this many times in a row is a ceiling that
+/// moved up rather than a neighbour's permit: explore.
 const EXCHANGE_EXPLORE_AFTER: u32 = 3;
 
 /// The largest decrease factor of an overload below a known ceiling.
