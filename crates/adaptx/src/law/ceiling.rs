@@ -272,6 +272,16 @@ impl Ceiling {
         gift.min(limit.saturating_sub(1))
     }
 
+    /// The concurrency the backend served, rounded, when it was measured
+    /// where the limit had a permit or more the backend did not fill — the
+    /// ceiling's level (an open demand keeps a fraction of one free between
+    /// arrivals: that does not count).
+    fn served_below_limit(&self) -> Option<usize> {
+        self.served
+            .filter(|&n| self.served_at as f64 - n >= 1.0)
+            .map(|n| n.round() as usize)
+    }
+
     /// Whether a neighbour sharing the ceiling showed itself in the last
     /// [`NEIGHBOUR_WINDOWS`] windows.
     fn neighbour(&self) -> bool {
@@ -329,11 +339,11 @@ impl Ceiling {
             // served less than the limit it had, the ceiling came down: to
             // what was served.
             self.since_neighbour = 0;
-            let next = match self.served {
-                Some(n) if self.served_at as f64 - n >= 1.0 => n.round() as usize,
-                _ => limit - 1,
-            };
-            let next = next.min(limit - 1).max(1);
+            let next = self
+                .served_below_limit()
+                .unwrap_or(limit - 1)
+                .min(limit - 1)
+                .max(1);
             self.remember(limit.max(next + 1));
             return next;
         }
@@ -361,20 +371,11 @@ impl Ceiling {
             // level): down to what was served. Measured at a limit the
             // backend could not fill, that is the ceiling; measured at one it
             // did fill, the ceiling is somewhere up to here.
-            _ => match self.served {
-                Some(n) => {
-                    let served = n.round() as usize;
-                    // The limit had a permit or more the backend did not
-                    // fill (an open demand keeps a fraction of one free
-                    // between arrivals: that does not count).
-                    if self.served_at as f64 - n >= 1.0 {
-                        (served, served + 1)
-                    } else {
-                        // `served` held and `limit` failed: try between.
-                        (served.midpoint(limit), limit)
-                    }
-                }
-                None => (tenth, limit),
+            _ => match (self.served_below_limit(), self.served) {
+                (Some(served), _) => (served, served + 1),
+                // `served` held and `limit` failed: try between.
+                (None, Some(n)) => ((n.round() as usize).midpoint(limit), limit),
+                (None, None) => (tenth, limit),
             },
         };
         let next = next.min(limit - 1).max(1);
@@ -382,10 +383,10 @@ impl Ceiling {
         next
     }
 
-    /// The limit after a clean, busy window; `quiet`: the window had no late
-    /// failures and no background failures were learned, so room a probe
-    /// finds is a neighbour's (or a ceiling that moved), not a timeout yet to
-    /// come or noise.
+    /// The limit after a clean, busy window; `quiet`: nothing failed late in
+    /// the window and the learned background rate would fail fewer than one
+    /// sample in twenty such windows, so room a probe finds is a neighbour's
+    /// (or a ceiling that moved), not a timeout yet to come or noise.
     fn grow(&mut self, limit: usize, quiet: bool) -> usize {
         match self.phase {
             Phase::SlowStart => ((limit as f64 * SLOW_START_GROWTH).ceil() as usize).max(limit + 1),
@@ -757,15 +758,6 @@ mod tests {
         }
         assert!(gifts >= 4, "{gifts}");
         assert!(!law.neighbour());
-        // Without a neighbour a limit rests and probes every 2-4 windows.
-        let mut alone = Ceiling {
-            phase: Phase::Known { ceiling: 16 },
-            rest: 3,
-            ..Ceiling::default()
-        };
-        assert_eq!(alone.next_limit(15, &full(15)), 15);
-        assert_eq!(alone.next_limit(15, &full(15)), 15);
-        assert_eq!(alone.next_limit(15, &full(15)), 16);
     }
 
     #[test]
