@@ -61,6 +61,11 @@ pub struct Second {
     /// The highest limit during the second (in a total: the highest of any
     /// one client).
     pub limit_max: u64,
+    /// The limit in force for the longest time during the second (the most
+    /// recent of equals; summed over clients in a total): where the limit
+    /// *rests*, which a one-window probe or gift at the closing instant
+    /// does not move.
+    pub limit_held: u64,
     /// Time-average of the permits held.
     pub in_flight: f64,
     /// Most permits held at once.
@@ -95,6 +100,60 @@ pub struct Second {
     /// The latencies of the second's successes (totals only): what a range's
     /// percentiles are computed from.
     pub latency: Latencies,
+}
+
+/// How long each limit held during the current second: what
+/// [`Second::limit_held`] is read from. A limit changes at most once per
+/// window, so a second holds a few dozen entries at most.
+#[derive(Debug, Clone)]
+pub(crate) struct HeldLimit {
+    /// Time held so far in the second, per limit, in order of first use.
+    times: Vec<(usize, u64)>,
+    /// The limit in force, and since when (or since the second began).
+    current: usize,
+    since: u64,
+}
+
+impl HeldLimit {
+    /// A first second that opens at time 0 with limit `limit`.
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            times: Vec::new(),
+            current: limit,
+            since: 0,
+        }
+    }
+
+    /// The limit in force becomes `limit` at `t`.
+    pub(crate) fn change(&mut self, t: u64, limit: usize) {
+        self.add(t);
+        self.current = limit;
+    }
+
+    /// Adds the time from `since` to `t` to the limit in force.
+    fn add(&mut self, t: u64) {
+        let dt = t.saturating_sub(self.since);
+        self.since = t;
+        let l = self.current;
+        match self.times.iter_mut().find(|(x, _)| *x == l) {
+            Some((_, d)) => *d += dt,
+            None => self.times.push((l, dt)),
+        }
+    }
+
+    /// Closes the second at `t`: the limit held longest in it (of equals,
+    /// the one first used last). The next second opens with the limit in
+    /// force.
+    pub(crate) fn close(&mut self, t: u64) -> u64 {
+        self.add(t);
+        let held = self
+            .times
+            .iter()
+            .max_by_key(|(_, d)| *d)
+            .map_or(self.current, |(l, _)| *l);
+        self.times.clear();
+        held as u64
+    }
 }
 
 impl Second {
@@ -526,5 +585,32 @@ mod tests {
         let p99 = h.quantile(0.99).unwrap() as f64;
         assert!((p50 / 500_000.0 - 1.0).abs() < 0.01, "{p50}");
         assert!((p99 / 990_000.0 - 1.0).abs() < 0.01, "{p99}");
+    }
+
+    #[test]
+    fn held_limit_is_the_level_in_force_longest_not_the_closing_one() {
+        const S: u64 = 1_000_000_000;
+        let mut h = HeldLimit::new(20);
+        // At 20 until 20 ms, then at 10 with a 2 ms probe of 11 every 66 ms
+        // and one at the very end: the second rests at 10, closes at 11.
+        h.change(20_000_000, 10);
+        let mut t = 20_000_000;
+        while t + 66_000_000 < S {
+            t += 64_000_000;
+            h.change(t, 11);
+            t += 2_000_000;
+            h.change(t, 10);
+        }
+        h.change(S - 1_000_000, 11);
+        assert_eq!(h.close(S), 10);
+        // The next second opens at the limit in force (11): 400 ms there,
+        // 600 ms at 12.
+        h.change(S + 400_000_000, 12);
+        assert_eq!(h.close(2 * S), 12);
+        // Equal times: the level reached last.
+        h.change(2 * S + 500_000_000, 3);
+        assert_eq!(h.close(3 * S), 3);
+        // A second with no change holds the limit in force.
+        assert_eq!(h.close(4 * S), 3);
     }
 }

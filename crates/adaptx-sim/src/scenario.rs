@@ -523,11 +523,17 @@ pub enum Metric {
     /// steady), in milliseconds.
     P99Ms,
     /// Seconds from `after` to the end of the first second (ending after
-    /// `after`) whose closing limit is ≤ `threshold`; infinite if never.
-    /// The same as `time_until` with `holds = { measure = "mean_limit", max
-    /// = threshold }`.
+    /// `after`) in which the limit held longest ([`Second::limit_held`]) is
+    /// ≤ `threshold`; infinite if never. Brought down is a state: a
+    /// one-window probe above the level at the second's close does not
+    /// delay it, and a one-window dip below it does not count.
+    ///
+    /// [`Second::limit_held`]: crate::Second::limit_held
     TimeToLimitAtMost,
-    /// As `time_to_limit_at_most`, for a limit ≥ `threshold`.
+    /// Seconds from `after` to the end of the first second whose closing
+    /// limit is ≥ `threshold` (reached is an instant); infinite if never.
+    /// The same as `time_until` with `holds = { measure = "mean_limit", min
+    /// = threshold }`.
     TimeToLimitAtLeast,
     /// Seconds from `after` to the end of the first second whose goodput is
     /// ≥ `fraction` × the mean goodput over `[baseline_from, baseline_to)`;

@@ -54,7 +54,7 @@ use adaptx::{
 
 use crate::backend::{Backend, Offer};
 use crate::demand::ClientDemand;
-use crate::measure::{Hist, Policy, Run, Second};
+use crate::measure::{HeldLimit, Hist, Policy, Run, Second};
 use crate::rate::RateAdmission;
 use crate::rng::{self, streams};
 use crate::scenario::{BackendSpec, DemandKind, Law, LimiterSpec, Scenario};
@@ -345,6 +345,8 @@ struct Client {
     area_since: u64,
     area: u128,
     last_limit: usize,
+    /// How long each limit held in the current second.
+    held: HeldLimit,
     cur: Second,
     series: Vec<Second>,
     /// The limiter class of each scenario class.
@@ -358,13 +360,15 @@ impl Client {
         self.area_since = t;
     }
 
-    /// Notes the live limit after a completion (when it may have moved).
-    fn observe_limit(&mut self, decreases: &mut u64) {
+    /// Notes the live limit at `t`, after a completion (when it may have
+    /// moved).
+    fn observe_limit(&mut self, t: u64, decreases: &mut u64) {
         let l = self.admission.limit();
         if l != self.last_limit {
             if l < self.last_limit {
                 *decreases += 1;
             }
+            self.held.change(t, l);
             self.last_limit = l;
             let l = l as u64;
             self.cur.limit_min = self.cur.limit_min.min(l);
@@ -592,6 +596,7 @@ impl<'a> Engine<'a> {
                     area_since: 0,
                     area: 0,
                     last_limit: l,
+                    held: HeldLimit::new(l),
                     cur: fresh(l as u64, 0),
                     series: Vec::with_capacity((sc.duration.0 / SECOND) as usize),
                     class_of: Vec::new(),
@@ -1115,7 +1120,7 @@ impl<'a> Engine<'a> {
         let c = &mut self.clients[i];
         c.account(t);
         c.in_flight -= 1;
-        c.observe_limit(&mut self.decreases);
+        c.observe_limit(t, &mut self.decreases);
         if self.sc.demand.kind == DemandKind::Closed {
             if c.think == 0 {
                 c.ready();
@@ -1235,11 +1240,13 @@ impl<'a> Engine<'a> {
             c.area = 0;
             let l = c.admission.limit();
             s.limit = l as u64;
+            s.limit_held = c.held.close(t);
             s.capacity = capacity / n;
             s.c_star = c_star.map(|x| x / n);
             c.cur = fresh(l as u64, c.in_flight);
             total.limit += s.limit;
             total.limit_min += s.limit_min;
+            total.limit_held += s.limit_held;
             total.limit_max = total.limit_max.max(s.limit_max);
             total.in_flight += s.in_flight;
             total.in_flight_peak += s.in_flight_peak;

@@ -191,6 +191,10 @@ pub struct Ceiling {
     /// came on a quiet backend.
     found: u32,
     room: bool,
+    /// The limit this law last asked for, and whether it asked again for a
+    /// try in a run of tries that the limiter withheld.
+    asked: usize,
+    reasked: bool,
     rng: u64,
     /// The lowest mean success latency of a measured window since the last
     /// floor probe.
@@ -233,6 +237,8 @@ impl Ceiling {
             given: 0,
             found: 0,
             room: false,
+            asked: 0,
+            reasked: false,
             rng: 0x2545_F491_4F6C_DD1D,
             floor: None,
             since_floor_probe: PROBE_SPACING,
@@ -392,6 +398,17 @@ impl Ceiling {
             Phase::SlowStart => ((limit as f64 * SLOW_START_GROWTH).ceil() as usize).max(limit + 1),
             Phase::Known { ceiling } => {
                 let rest_at = ceiling - 1;
+                let withheld = self.found > 0 && self.asked == ceiling && limit == rest_at;
+                if withheld && !std::mem::replace(&mut self.reasked, true) {
+                    // In a run of tries that found room, the limiter withheld
+                    // the next step this law asked for (its increase jitter):
+                    // that try did not happen. Ask once more, keeping the
+                    // run, or a ceiling that moved up is explored a rest and
+                    // three tries later. (A plain probe withheld is only
+                    // postponed to the next one.)
+                    return ceiling;
+                }
+                self.reasked = false;
                 if limit < ceiling {
                     // Not a try of the ceiling: the tries in a row, if any,
                     // have ended.
@@ -484,6 +501,23 @@ impl ControlLaw for Ceiling {
     }
 
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
+        let next = self.decide(limit, w);
+        self.asked = next;
+        next
+    }
+
+    fn reset(&mut self) {
+        *self = Self::new(self.tolerance, self.utilization);
+    }
+
+    fn state(&self) -> LawState {
+        self.law_state()
+    }
+}
+
+impl Ceiling {
+    /// [`ControlLaw::next_limit`], before it notes what it asked for.
+    fn decide(&mut self, limit: usize, w: &WindowSummary) -> usize {
         self.since_neighbour = self.since_neighbour.saturating_add(1);
         let ok = w
             .samples
@@ -546,11 +580,8 @@ impl ControlLaw for Ceiling {
         self.grow(limit, quiet)
     }
 
-    fn reset(&mut self) {
-        *self = Self::new(self.tolerance, self.utilization);
-    }
-
-    fn state(&self) -> LawState {
+    /// [`ControlLaw::state`].
+    fn law_state(&self) -> LawState {
         let (phase, ceiling, step) = match self.phase {
             Phase::SlowStart => ("slow_start", None, None),
             Phase::Known { ceiling } => ("known", Some(ceiling), None),
@@ -839,6 +870,48 @@ mod tests {
         assert_eq!(late.next_limit(21, &timing_out), 22);
         late.next_limit(22, &win(2, 1, 22, 50.0, 3));
         assert!(!late.neighbour());
+    }
+
+    #[test]
+    fn ceiling_asks_again_for_a_try_the_limiter_withheld() {
+        // The limiter's increase jitter may withhold a +1 step. A withheld
+        // try in a run of tries that found room was no try: the law asks
+        // again, once, and the run goes on (21, 22, withheld, 23, then
+        // explore).
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            ..Ceiling::default()
+        };
+        assert_eq!(law.next_limit(21, &full(21)), 22);
+        assert_eq!(law.next_limit(22, &full(22)), 23);
+        // The window ran at 22, not 23.
+        assert_eq!(law.next_limit(22, &full(22)), 23);
+        assert_eq!(law.next_limit(23, &full(23)), 27);
+        assert_eq!(law.phase, Phase::Explore { step: 8 });
+        // Asked again and withheld again: the law rests and probes later.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            rest: 3,
+            ..Ceiling::default()
+        };
+        assert_eq!(law.next_limit(21, &full(21)), 22);
+        assert_eq!(law.next_limit(22, &full(22)), 23);
+        assert_eq!(law.next_limit(22, &full(22)), 23);
+        assert_eq!(law.next_limit(22, &full(22)), 22);
+        // A plain probe withheld is postponed, not asked again: the law
+        // probes again on the `rest`-th window at rest.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            rested: 2,
+            rest: 3,
+            ..Ceiling::default()
+        };
+        assert_eq!(law.next_limit(20, &full(20)), 21);
+        let rest = law.rest;
+        for _ in 1..rest {
+            assert_eq!(law.next_limit(20, &full(20)), 20);
+        }
+        assert_eq!(law.next_limit(20, &full(20)), 21);
     }
 
     #[test]
