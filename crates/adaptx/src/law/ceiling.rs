@@ -56,8 +56,8 @@ const YIELD_FROM: usize = 10;
 const NEIGHBOUR_WINDOWS: u32 = 60;
 
 /// ...and while it is, the limit exchanges permits with it: at rest it gives
-/// each permit away for a window with probability one in this many, and
-/// otherwise tries for one more.
+/// its permits away for a window at one per this many permits per window,
+/// and otherwise tries for one more.
 const EXCHANGE_WINDOWS: f64 = 30.0;
 
 /// Room found at the ceiling this many times in a row is a ceiling that
@@ -123,15 +123,20 @@ enum Phase {
 ///   before the third try (a ceiling that moved up would have lasted) on a
 ///   quiet backend (background noise would fail fewer than one sample in
 ///   twenty such windows and nothing failed late, so a flaky network or a
-///   timeout on its way is not taken for one) — the limit at rest gives each
-///   permit away for a window with probability 1/30 (a limit of 15 one
-///   permit every other window, 45 one or two a window) and otherwise tries
-///   for one more. Its neighbours do the same, so permits wander between
-///   the clients at random, each client giving in proportion to its share
-///   and trying for more whenever it gives nothing: shares drift toward
-///   equal whatever the start. Room given and taken costs one permit (the climb
-///   back fails: one less than before, or what was served if the backend
-///   served less); room given and not taken costs a window of it.
+///   timeout on its way is not taken for one) — the limit at rest gives its
+///   permits away for a window at one per 30 permits per window (a limit of
+///   15 one permit every other window, 45 one and two by turns) and
+///   otherwise tries for one more. Its neighbours do the same, so each
+///   client gives in proportion to its share and tries for more whenever it
+///   gives nothing: shares drift toward equal whatever the start. The gifts
+///   follow a schedule, not a coin: a limit earns `limit / 30` permits of
+///   credit per window at rest and gives each whole one it holds. Given at
+///   random, permits would wander between the clients like balls between
+///   Ehrenfest's urns, each share spread about `√share` around the fair
+///   one; on a schedule only who takes a gift is left to chance. Room given
+///   and taken costs one permit (the climb back fails: one less than
+///   before, or what was served if the backend served less); room given and
+///   not taken costs a window of it.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window since the floor was last probed. A busy window whose success mean
 ///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
@@ -195,6 +200,9 @@ pub struct Ceiling {
     /// try in a run of tries that the limiter withheld.
     asked: usize,
     reasked: bool,
+    /// The exchange's credit: permits earned toward the next gift, in
+    /// `[0, 1)`.
+    credit: f64,
     rng: u64,
     /// The lowest mean success latency of a measured window since the last
     /// floor probe.
@@ -239,6 +247,8 @@ impl Ceiling {
             room: false,
             asked: 0,
             reasked: false,
+            // Half a permit: the first gift comes half a period in.
+            credit: 0.5,
             rng: 0x2545_F491_4F6C_DD1D,
             floor: None,
             since_floor_probe: PROBE_SPACING,
@@ -268,14 +278,14 @@ impl Ceiling {
     }
 
     /// The permits a limit at rest gives away this window in the exchange:
-    /// `limit / EXCHANGE_WINDOWS` rounded up or down at random, so that each
-    /// permit goes with probability `1 / EXCHANGE_WINDOWS` (a limit of 15
-    /// gives one in half the windows, a limit of 45 one or two), keeping one.
-    fn draw_gift(&mut self, limit: usize) -> usize {
-        let want = limit as f64 / EXCHANGE_WINDOWS;
-        let u = (self.draw() >> 11) as f64 / (1u64 << 53) as f64;
-        let gift = want.floor() as usize + usize::from(u < want.fract());
-        gift.min(limit.saturating_sub(1))
+    /// it earns `limit / EXCHANGE_WINDOWS` permits of credit and gives the
+    /// whole ones it holds (a limit of 15 one every other window, a limit of
+    /// 45 one and two by turns), keeping one permit.
+    fn gift(&mut self, limit: usize) -> usize {
+        self.credit += limit as f64 / EXCHANGE_WINDOWS;
+        let whole = self.credit.floor();
+        self.credit -= whole;
+        (whole as usize).min(limit.saturating_sub(1))
     }
 
     /// The concurrency the backend served, rounded, when it was measured
@@ -429,13 +439,13 @@ impl Ceiling {
                     }
                     self.rested += 1;
                     if self.neighbour() {
-                        // The exchange: give each permit away for a window
-                        // with probability 1 / EXCHANGE_WINDOWS, or try for
-                        // one more. A neighbour does the same, so permits
-                        // wander between the clients at random, a bigger
-                        // limit gives more, and shares even out.
+                        // The exchange: give permits away for a window at
+                        // one per EXCHANGE_WINDOWS permits per window, on a
+                        // schedule, or try for one more. A neighbour does
+                        // the same: a bigger limit gives more, and shares
+                        // even out.
                         self.since_yield = 0;
-                        let gift = self.draw_gift(limit);
+                        let gift = self.gift(limit);
                         if gift > 0 {
                             self.given = gift;
                             return limit - gift;
@@ -757,15 +767,14 @@ mod tests {
 
     #[test]
     fn ceiling_exchanges_permits_in_proportion_to_its_limit_while_a_neighbour_is_there() {
-        // Each permit goes with probability 1/30 per window at rest: 15
-        // permits give 0.5 a window, 45 give 1.5 (one or two). Over 3000
-        // windows the standard error is under 0.01.
+        // One permit per 30 per window at rest: 15 permits give 0.5 a window,
+        // 45 give 1.5 (one and two by turns).
         let (per_window, tries) = exchange_alone(15, 3000);
-        assert!((per_window - 0.5).abs() < 0.03, "{per_window}");
+        assert!((per_window - 0.5).abs() <= 1.0 / 3000.0, "{per_window}");
         // Every window at rest that gives nothing tries for one more.
-        assert!((tries as f64 / 3000.0 - 0.5).abs() < 0.03, "{tries}");
+        assert_eq!(tries, 1500);
         let (per_window, tries) = exchange_alone(45, 3000);
-        assert!((per_window - 1.5).abs() < 0.05, "{per_window}");
+        assert!((per_window - 1.5).abs() <= 1.0 / 3000.0, "{per_window}");
         assert_eq!(tries, 0);
         // A gift lasts one window, then the limit climbs back halfway per
         // window. Alone, nobody takes it and no try finds room: neither is a
@@ -789,6 +798,41 @@ mod tests {
         }
         assert!(gifts >= 4, "{gifts}");
         assert!(!law.neighbour());
+    }
+
+    #[test]
+    fn ceiling_gives_on_a_schedule_not_at_random() {
+        // A limit of 10 earns a third of a permit per window at rest: it
+        // gives one every third window at rest, never two in a row, never
+        // a longer wait. Gifts drawn at random would be as frequent on
+        // average but bunched and spread (a run of 3000 windows holds gaps
+        // of 1 and of 10 or more).
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 11 },
+            ..Ceiling::default()
+        };
+        let (mut limit, mut at_rest, mut last, mut gaps) = (10, 0, None, Vec::new());
+        while at_rest < 3000 {
+            law.since_neighbour = 0;
+            let w = if limit > 10 {
+                win(2, 1, limit, 50.0, 3)
+            } else {
+                full(limit)
+            };
+            let next = law.next_limit(limit, &w);
+            if limit == 10 {
+                at_rest += 1;
+                if next < limit {
+                    if let Some(l) = last {
+                        gaps.push(at_rest - l);
+                    }
+                    last = Some(at_rest);
+                }
+            }
+            limit = next;
+        }
+        assert_eq!(gaps.len(), 999);
+        assert!(gaps.iter().all(|&g| g == 3), "{gaps:?}");
     }
 
     #[test]

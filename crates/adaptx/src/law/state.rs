@@ -96,9 +96,9 @@ pub enum LawState {
         /// Whether a neighbour sharing the ceiling showed itself in the last
         /// 60 windows (room this limit gave was taken, or room found at the
         /// ceiling on a quiet backend ran out before the third try): the
-        /// limit then exchanges permits with it, giving each away for a
-        /// window with probability 1/30 per window at rest and otherwise
-        /// trying for one more.
+        /// limit then exchanges permits with it, giving them away for a
+        /// window at one per 30 permits per window at rest, on a schedule,
+        /// and otherwise trying for one more.
         neighbour: bool,
     },
 }
