@@ -50,6 +50,15 @@ const YIELD_EVERY_MAX: u32 = 160;
 /// ...when it is at least this large.
 const YIELD_FROM: usize = 10;
 
+/// After the window of a yield, one permit of it stays free this many
+/// windows more: a neighbour at rest probes every 3 to 5 windows (see
+/// `draw_rest`), so it finds the room whatever its phase. With the room free
+/// for one window only, a neighbour whose probes kept missing the yields saw
+/// them back off to one in 160 windows and stayed starved (one client of two
+/// on a ceiling of 20 held 1 permit for a whole run, in ~2 % of runs whose
+/// clients draw independent random streams).
+const YIELD_HOLD: u32 = 4;
+
 /// A neighbour sharing the ceiling counts as present for this many windows
 /// after the last sign of it (room given away was taken, or room found at
 /// the ceiling on a quiet backend ran out before the third try)...
@@ -112,7 +121,9 @@ enum Phase {
 ///   window. A failure at a resting level that held cuts to what was served
 ///   and by a tenth at least.
 /// - **Sharing.** After 10 resting windows a limit of 10 or more gives 7 %
-///   of itself away for one window and climbs back: a client sharing the
+///   of itself away for one window, keeps one permit of it free four windows
+///   more (a neighbour probing every 3–5 windows cannot miss it) and climbs
+///   back: a client sharing the
 ///   ceiling may take the room (a bigger limit gives more), so clients that
 ///   started unequal move toward equal shares. When nobody took it (the
 ///   climb back met no failure) it waits twice as long the next time, up to
@@ -187,6 +198,8 @@ pub struct Ceiling {
     since_yield: u32,
     yield_every: u32,
     yielding: bool,
+    /// Windows left to keep one permit of a yield free.
+    yield_hold: u32,
     /// Windows since the last sign of a neighbour sharing the ceiling
     /// (`u32::MAX`: none yet).
     since_neighbour: u32,
@@ -241,6 +254,7 @@ impl Ceiling {
             since_yield: 0,
             yield_every: YIELD_EVERY,
             yielding: false,
+            yield_hold: 0,
             since_neighbour: u32::MAX,
             given: 0,
             found: 0,
@@ -426,6 +440,13 @@ impl Ceiling {
                     self.room = false;
                 }
                 if limit < rest_at {
+                    if self.yielding && self.yield_hold > 0 {
+                        // Keep one permit of the yield free a while longer:
+                        // a neighbour at rest probes within YIELD_HOLD + 1
+                        // windows, so it cannot miss the room.
+                        self.yield_hold -= 1;
+                        return (rest_at - 1).max(limit);
+                    }
                     limit + (rest_at - limit).div_ceil(2)
                 } else if limit == rest_at {
                     // Back at rest without a failure: nobody took what the
@@ -460,6 +481,7 @@ impl Ceiling {
                         // shares even out.
                         self.since_yield = 0;
                         self.yielding = true;
+                        self.yield_hold = YIELD_HOLD;
                         return (limit as f64 * YIELD_KEEP) as usize;
                     }
                     if self.rested >= self.rest {
@@ -704,9 +726,15 @@ mod tests {
         for k in 1..YIELD_EVERY {
             assert_eq!(law.next_limit(30, &full(30)), 30, "window {k}");
         }
-        // The 10th resting window: 30 → 27, then back halfway per window.
+        // The 10th resting window: 30 → 27; one permit of it stays free
+        // four windows more (a neighbour probing every 3–5 windows cannot
+        // miss it), then back.
         assert_eq!(law.next_limit(30, &full(30)), 27);
-        assert_eq!(law.next_limit(27, &full(27)), 29);
+        let mut limit = 27;
+        for k in 0..YIELD_HOLD {
+            limit = law.next_limit(limit, &full(limit));
+            assert_eq!(limit, 29, "held window {k}");
+        }
         assert_eq!(law.next_limit(29, &full(29)), 30);
         // Nobody took the room: the next time comes after 20 windows.
         for k in 1..2 * YIELD_EVERY {
