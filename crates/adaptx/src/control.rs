@@ -56,7 +56,8 @@ pub(crate) struct Decision {
 }
 
 impl Control {
-    pub(crate) fn new(law: Box<dyn ControlLaw>, seed: u64, cfg: ControlConfig) -> Self {
+    pub(crate) fn new(mut law: Box<dyn ControlLaw>, seed: u64, cfg: ControlConfig) -> Self {
+        law.seed(law_seed(seed));
         Self {
             law,
             cfg,
@@ -67,6 +68,12 @@ impl Control {
             closed_ok: 0,
             closed_fail: 0,
         }
+    }
+
+    /// Puts `law` in force, seeded from this controller's seed.
+    pub(crate) fn set_law(&mut self, mut law: Box<dyn ControlLaw>) {
+        law.seed(law_seed(self.seed));
+        self.law = law;
     }
 
     /// Forgets everything learned (the RNG restarts from its seed) and
@@ -237,6 +244,12 @@ impl Control {
             }
         }
     }
+}
+
+/// The seed a law's own draws start from: the limiter's, through one
+/// splitmix64 step, so that they are not the jitter's draws.
+fn law_seed(seed: u64) -> u64 {
+    crate::rng::splitmix64(seed)
 }
 
 /// Sampled outcomes `(ok, fail)` with the skipped ones of `w` added.

@@ -417,6 +417,55 @@ fn reconfigure_keeps_the_law_and_its_state_unless_it_changes() {
     assert_eq!(rig.limiter.algorithm(), "aimd");
 }
 
+/// A law that records the seeds it is given.
+#[derive(Debug)]
+struct Seeded {
+    seeds: Arc<Mutex<Vec<u64>>>,
+}
+
+impl ControlLaw for Seeded {
+    fn name(&self) -> &'static str {
+        "seeded"
+    }
+
+    fn next_limit(&mut self, limit: usize, _w: &WindowSummary) -> usize {
+        limit
+    }
+
+    fn seed(&mut self, seed: u64) {
+        self.seeds.lock().expect("not poisoned").push(seed);
+    }
+}
+
+#[test]
+fn control_law_seed_comes_from_the_limiters_seed() {
+    let seeds = Arc::new(Mutex::new(Vec::new()));
+    let law = || Seeded {
+        seeds: seeds.clone(),
+    };
+    let build = |seed| {
+        Limiter::builder()
+            .law(law())
+            .seed(seed)
+            .build()
+            .expect("valid")
+    };
+    let (a, _b, _c) = (build(1), build(1), build(2));
+    let got = seeds.lock().expect("not poisoned").clone();
+    // Seeded once each at build: limiters seeded alike give their laws the
+    // same seed, others another; neither is the limiter's own (that is the
+    // jitter's stream).
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[0], got[1]);
+    assert_ne!(got[0], got[2]);
+    assert!(!got.contains(&1) && !got.contains(&2));
+    // A law put in force at run time is seeded the same way.
+    a.reconfigure(|b| b.law(law())).expect("valid");
+    let got = seeds.lock().expect("not poisoned").clone();
+    assert_eq!(got.len(), 4);
+    assert_eq!(got[3], got[0]);
+}
+
 #[test]
 fn reconfigure_keeps_a_builtin_laws_state_unless_a_parameter_changes() {
     // AIMD at increase rate 0.5 grows by one every second busy window: the

@@ -3,6 +3,7 @@
 
 use super::{ControlLaw, LawState, WindowSummary, app_limited, utilized};
 use crate::defaults::DEFAULT_UTILIZATION;
+use crate::rng::{GOLDEN_GAMMA, splitmix64};
 
 /// How much the mean latency of successes may exceed the latency floor
 /// before Ceiling reads it as a queue: 20 %.
@@ -72,6 +73,9 @@ const EXCHANGE_WINDOWS: f64 = 30.0;
 /// Room found at the ceiling this many times in a row is a ceiling that
 /// moved up rather than a neighbour's permit: explore.
 const EXCHANGE_EXPLORE_AFTER: u32 = 3;
+
+/// The seed of a law that no limiter seeded.
+const DEFAULT_SEED: u64 = 0x2545_F491_4F6C_DD1D;
 
 /// The largest decrease factor of an overload below a known ceiling.
 const DECREASE: f64 = 0.9;
@@ -216,7 +220,10 @@ pub struct Ceiling {
     /// The exchange's credit: permits earned toward the next gift, in
     /// `[0, 1)`.
     credit: f64,
+    /// The law's splitmix64 stream, and the seed it started from (kept
+    /// through a reset).
     rng: u64,
+    seed: u64,
     /// The lowest mean success latency of a measured window since the last
     /// floor probe.
     floor: Option<f64>,
@@ -263,7 +270,8 @@ impl Ceiling {
             reasked: false,
             // Half a permit: the first gift comes half a period in.
             credit: 0.5,
-            rng: 0x2545_F491_4F6C_DD1D,
+            rng: DEFAULT_SEED,
+            seed: DEFAULT_SEED,
             floor: None,
             since_floor_probe: PROBE_SPACING,
             latency_cuts: 0,
@@ -278,11 +286,9 @@ impl Ceiling {
 
     /// The next number of the law's splitmix64 stream.
     fn draw(&mut self) -> u64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        let x = self.rng;
+        self.rng = x.wrapping_add(GOLDEN_GAMMA);
+        splitmix64(x)
     }
 
     /// 2, 3 or 4 windows: probes of clients that started together drift
@@ -539,7 +545,17 @@ impl ControlLaw for Ceiling {
     }
 
     fn reset(&mut self) {
+        let seed = self.seed;
         *self = Self::new(self.tolerance, self.utilization);
+        self.seed(seed);
+    }
+
+    /// Its draws: the spacing of probes (2–4 windows). Laws of one fleet
+    /// seeded apart do not probe in step.
+    fn seed(&mut self, seed: u64) {
+        self.seed = seed;
+        self.rng = seed;
+        self.rest = self.draw_rest();
     }
 
     fn state(&self) -> LawState {
@@ -984,6 +1000,31 @@ mod tests {
             assert_eq!(law.next_limit(20, &full(20)), 20);
         }
         assert_eq!(law.next_limit(20, &full(20)), 21);
+    }
+
+    #[test]
+    fn ceiling_draws_from_its_seed_and_keeps_it_through_a_reset() {
+        let rests = |law: &mut Ceiling| (0..32).map(|_| law.draw_rest()).collect::<Vec<_>>();
+        let mut law = Ceiling::default();
+        law.seed(7);
+        let first = rests(&mut law);
+        assert!(first.iter().all(|r| (2..=4).contains(r)));
+        law.reset();
+        // The reset drew the first rest from the seed again.
+        let mut again = Ceiling::default();
+        again.seed(7);
+        assert_eq!(law.rest, again.rest);
+        assert_eq!(rests(&mut law), first);
+        let mut other = Ceiling::default();
+        other.seed(8);
+        let mut seven = Ceiling::default();
+        seven.seed(7);
+        assert_ne!(rests(&mut other), rests(&mut seven));
+        // Unseeded laws all draw alike.
+        assert_eq!(
+            rests(&mut Ceiling::default()),
+            rests(&mut Ceiling::default())
+        );
     }
 
     #[test]

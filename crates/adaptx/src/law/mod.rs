@@ -261,6 +261,17 @@ pub trait ControlLaw: Send + fmt::Debug + 'static {
     /// [`Limiter::reset_stats`](crate::Limiter::reset_stats).
     fn reset(&mut self) {}
 
+    /// Seeds the law's own random draws, if it makes any (a reset keeps
+    /// the seed). The limiter calls it when it takes the law — at build and
+    /// on [`Limiter::reconfigure`](crate::Limiter::reconfigure) — with a seed
+    /// derived from its own ([`Builder::seed`](crate::Builder::seed), random
+    /// by default): the laws of limiters seeded alike draw alike, those of
+    /// a fleet's limiters do not, so they do not probe or give room away in
+    /// step. Default: nothing.
+    fn seed(&mut self, seed: u64) {
+        let _ = seed;
+    }
+
     /// Whether the limiter should close the window at the first *fresh*
     /// overload failure — one of an operation admitted since the last
     /// decrease — instead of waiting for the window to end, so that the law

@@ -333,7 +333,7 @@ impl Limiter {
             };
             control.cfg = cfg;
             if let (Some(law), Some(i)) = (law, name) {
-                control.law = law;
+                control.set_law(law);
                 inner.names.select(i);
             }
             inner.tuned.set(&cfg, control.law.as_ref());
