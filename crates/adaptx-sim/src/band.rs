@@ -74,11 +74,11 @@ pub fn metric(run: &Run, band: &BandSpec, refs: &Refs<'_>) -> f64 {
         Metric::TimeToLimitAtMost | Metric::TimeToLimitAtLeast => {
             let th = band.threshold.unwrap_or(f64::NAN);
             let at_most = band.metric == Metric::TimeToLimitAtMost;
-            // Brought down to a level is a state: the limit held longest in
+            // Brought down to a level is a state: the limit's median over
             // the second. Reached is an instant: the limit at its close.
             time_until(series, secs(band.after), 1, |w| {
                 if at_most {
-                    w[0].limit_held as f64 <= th
+                    w[0].limit_median as f64 <= th
                 } else {
                     w[0].limit as f64 >= th
                 }

@@ -61,11 +61,11 @@ pub struct Second {
     /// The highest limit during the second (in a total: the highest of any
     /// one client).
     pub limit_max: u64,
-    /// The limit in force for the longest time during the second (the most
-    /// recent of equals; summed over clients in a total): where the limit
-    /// *rests*, which a one-window probe or gift at the closing instant
-    /// does not move.
-    pub limit_held: u64,
+    /// The median of the limit over the second, weighted by time: the
+    /// lowest level the limit was at or below for at least half of it
+    /// (summed over clients in a total). Where the limit *rests*: a
+    /// one-window probe or gift at the closing instant does not move it.
+    pub limit_median: u64,
     /// Time-average of the permits held.
     pub in_flight: f64,
     /// Most permits held at once.
@@ -103,10 +103,11 @@ pub struct Second {
 }
 
 /// How long each limit held during the current second: what
-/// [`Second::limit_held`] is read from. A limit changes at most once per
-/// window, so a second holds a few dozen entries at most.
+/// [`Second::limit_median`] is read from. One entry per distinct level in the
+/// second: a few for a concurrency limit (it moves once per window at most),
+/// up to hundreds for a rate that moves with the clock.
 #[derive(Debug, Clone)]
-pub(crate) struct HeldLimit {
+pub(crate) struct LimitMedian {
     /// Time held so far in the second, per limit, in order of first use.
     times: Vec<(usize, u64)>,
     /// The limit in force, and since when (or since the second began).
@@ -114,7 +115,7 @@ pub(crate) struct HeldLimit {
     since: u64,
 }
 
-impl HeldLimit {
+impl LimitMedian {
     /// A first second that opens at time 0 with limit `limit`.
     pub(crate) fn new(limit: usize) -> Self {
         Self {
@@ -141,18 +142,24 @@ impl HeldLimit {
         }
     }
 
-    /// Closes the second at `t`: the limit held longest in it (of equals,
-    /// the one first used last). The next second opens with the limit in
+    /// Closes the second at `t`: the lowest level the limit was at or below
+    /// for at least half of it. The next second opens with the limit in
     /// force.
     pub(crate) fn close(&mut self, t: u64) -> u64 {
         self.add(t);
-        let held = self
+        self.times.sort_unstable_by_key(|&(l, _)| l);
+        let total: u64 = self.times.iter().map(|&(_, d)| d).sum();
+        let mut below = 0;
+        let median = self
             .times
             .iter()
-            .max_by_key(|(_, d)| *d)
-            .map_or(self.current, |(l, _)| *l);
+            .find(|&&(_, d)| {
+                below += d;
+                2 * below >= total
+            })
+            .map_or(self.current, |&(l, _)| l);
         self.times.clear();
-        held as u64
+        median as u64
     }
 }
 
@@ -588,9 +595,9 @@ mod tests {
     }
 
     #[test]
-    fn held_limit_is_the_level_in_force_longest_not_the_closing_one() {
+    fn limit_median_is_where_the_limit_rests_not_where_it_closes() {
         const S: u64 = 1_000_000_000;
-        let mut h = HeldLimit::new(20);
+        let mut h = LimitMedian::new(20);
         // At 20 until 20 ms, then at 10 with a 2 ms probe of 11 every 66 ms
         // and one at the very end: the second rests at 10, closes at 11.
         h.change(20_000_000, 10);
@@ -607,10 +614,18 @@ mod tests {
         // 600 ms at 12.
         h.change(S + 400_000_000, 12);
         assert_eq!(h.close(2 * S), 12);
-        // Equal times: the level reached last.
+        // Half at 12, half at 3: at or below 3 for half the second.
         h.change(2 * S + 500_000_000, 3);
         assert_eq!(h.close(3 * S), 3);
         // A second with no change holds the limit in force.
         assert_eq!(h.close(4 * S), 3);
+        // Falling through levels: 300 ms at 20, then 175 ms at each of 10,
+        // 9, 8 and 7. No level held longer than 20, but the limit was at or
+        // below 9 for 525 ms.
+        h.change(4 * S, 20);
+        for (k, l) in [10, 9, 8, 7].into_iter().enumerate() {
+            h.change(4 * S + 300_000_000 + k as u64 * 175_000_000, l);
+        }
+        assert_eq!(h.close(5 * S), 9);
     }
 }

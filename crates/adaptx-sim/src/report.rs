@@ -255,7 +255,7 @@ pub fn write_csv(suite: &Suite, dir: &Path) -> io::Result<usize> {
     let mut write = |r: &Run, tag: &str| -> io::Result<()> {
         let name = format!("{}--{tag}--seed{}.csv", r.scenario, r.seed);
         let mut s = String::from(
-            "t_end_s,client,limit,limit_min,limit_max,limit_held,in_flight,in_flight_peak,goodput,client_errors,rejects,timeouts,shed,arrivals,sent,p50_ms,p99_ms,capacity,c_star,violations\n",
+            "t_end_s,client,limit,limit_min,limit_max,limit_median,in_flight,in_flight_peak,goodput,client_errors,rejects,timeouts,shed,arrivals,sent,p50_ms,p99_ms,capacity,c_star,violations\n",
         );
         let ms = |v: Option<u64>| v.map_or(String::new(), |v| format!("{:.3}", v as f64 / 1e6));
         let mut row = |t: usize, client: &str, x: &Second| {
@@ -266,7 +266,7 @@ pub fn write_csv(suite: &Suite, dir: &Path) -> io::Result<usize> {
                 x.limit,
                 x.limit_min,
                 x.limit_max,
-                x.limit_held,
+                x.limit_median,
                 x.in_flight,
                 x.in_flight_peak,
                 x.goodput,

@@ -523,12 +523,13 @@ pub enum Metric {
     /// steady), in milliseconds.
     P99Ms,
     /// Seconds from `after` to the end of the first second (ending after
-    /// `after`) in which the limit held longest ([`Second::limit_held`]) is
-    /// ≤ `threshold`; infinite if never. Brought down is a state: a
-    /// one-window probe above the level at the second's close does not
-    /// delay it, and a one-window dip below it does not count.
+    /// `after`) whose time-weighted median limit ([`Second::limit_median`])
+    /// is ≤ `threshold` — the limit was at or below it for at least half the
+    /// second; infinite if never. Brought down is a state: a one-window
+    /// probe above the level at the second's close does not delay it, and a
+    /// one-window dip below it does not count.
     ///
-    /// [`Second::limit_held`]: crate::Second::limit_held
+    /// [`Second::limit_median`]: crate::Second::limit_median
     TimeToLimitAtMost,
     /// Seconds from `after` to the end of the first second whose closing
     /// limit is ≥ `threshold` (reached is an instant); infinite if never.

@@ -54,7 +54,7 @@ use adaptx::{
 
 use crate::backend::{Backend, Offer};
 use crate::demand::ClientDemand;
-use crate::measure::{HeldLimit, Hist, Policy, Run, Second};
+use crate::measure::{Hist, LimitMedian, Policy, Run, Second};
 use crate::rate::RateAdmission;
 use crate::rng::{self, streams};
 use crate::scenario::{BackendSpec, DemandKind, Law, LimiterSpec, Scenario};
@@ -346,7 +346,7 @@ struct Client {
     area: u128,
     last_limit: usize,
     /// How long each limit held in the current second.
-    held: HeldLimit,
+    held: LimitMedian,
     cur: Second,
     series: Vec<Second>,
     /// The limiter class of each scenario class.
@@ -596,7 +596,7 @@ impl<'a> Engine<'a> {
                     area_since: 0,
                     area: 0,
                     last_limit: l,
-                    held: HeldLimit::new(l),
+                    held: LimitMedian::new(l),
                     cur: fresh(l as u64, 0),
                     series: Vec::with_capacity((sc.duration.0 / SECOND) as usize),
                     class_of: Vec::new(),
@@ -1235,18 +1235,21 @@ impl<'a> Engine<'a> {
         total.latency = self.hist.take();
         for c in &mut self.clients {
             c.account(t);
+            // A limit that moved without a completion (a rate moves on
+            // acquire and with the clock) is noted before the second closes.
+            c.observe_limit(t, &mut self.decreases);
             let mut s = std::mem::take(&mut c.cur);
             s.in_flight = c.area as f64 / SECOND as f64;
             c.area = 0;
             let l = c.admission.limit();
             s.limit = l as u64;
-            s.limit_held = c.held.close(t);
+            s.limit_median = c.held.close(t);
             s.capacity = capacity / n;
             s.c_star = c_star.map(|x| x / n);
             c.cur = fresh(l as u64, c.in_flight);
             total.limit += s.limit;
             total.limit_min += s.limit_min;
-            total.limit_held += s.limit_held;
+            total.limit_median += s.limit_median;
             total.limit_max = total.limit_max.max(s.limit_max);
             total.in_flight += s.in_flight;
             total.in_flight_peak += s.in_flight_peak;

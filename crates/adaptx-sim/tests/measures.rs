@@ -25,7 +25,7 @@ fn sec(goodput: u64, rejects: u64, shed: u64, limit: u64) -> Second {
         limit,
         limit_min: limit,
         limit_max: limit,
-        limit_held: limit,
+        limit_median: limit,
         goodput,
         rejects,
         sent: goodput + rejects,
@@ -51,7 +51,7 @@ fn build(g0: [u64; 10], g1: [u64; 10]) -> Run {
                 limit: a.limit + b.limit,
                 limit_min: a.limit_min + b.limit_min,
                 limit_max: a.limit_max.max(b.limit_max),
-                limit_held: a.limit_held + b.limit_held,
+                limit_median: a.limit_median + b.limit_median,
                 goodput: a.goodput + b.goodput,
                 rejects: a.rejects + b.rejects,
                 sent: a.sent + b.sent,
@@ -296,7 +296,7 @@ fn time_to_limit_is_time_until_a_limit() {
 }
 
 #[test]
-fn time_to_limit_at_most_reads_the_limit_held_not_the_closing_one() {
+fn time_to_limit_at_most_reads_the_limit_median_not_the_closing_one() {
     let at_most =
         band("metric = \"time_to_limit_at_most\"\nafter = \"2s\"\nthreshold = 5\nclient = 0");
     let at_least =
@@ -306,10 +306,10 @@ fn time_to_limit_at_most_reads_the_limit_held_not_the_closing_one() {
     // Seconds 2 and 3 close on one-window dips (to 1 and 4) while resting at
     // 7 and 6: not yet brought down. Second 4 rests at 5 and closes on a
     // probe of 6: down, at the end of second 4 (5 s, 3 s after `after`).
-    c0[2].limit_held = 7;
+    c0[2].limit_median = 7;
     c0[2].limit = 1;
-    c0[3].limit_held = 6;
-    c0[4].limit_held = 5;
+    c0[3].limit_median = 6;
+    c0[4].limit_median = 5;
     c0[4].limit = 6;
     close(band::metric(&r, &at_most, &Refs::default()), 3.0);
     // Reached is an instant: second 3 closing at 9 while resting at 6

@@ -57,7 +57,7 @@ pub(crate) struct Decision {
 
 impl Control {
     pub(crate) fn new(mut law: Box<dyn ControlLaw>, seed: u64, cfg: ControlConfig) -> Self {
-        law.seed(law_seed(seed));
+        seed_law(law.as_mut(), seed);
         Self {
             law,
             cfg,
@@ -72,7 +72,7 @@ impl Control {
 
     /// Puts `law` in force, seeded from this controller's seed.
     pub(crate) fn set_law(&mut self, mut law: Box<dyn ControlLaw>) {
-        law.seed(law_seed(self.seed));
+        seed_law(law.as_mut(), self.seed);
         self.law = law;
     }
 
@@ -246,10 +246,12 @@ impl Control {
     }
 }
 
-/// The seed a law's own draws start from: the limiter's, through one
-/// splitmix64 step, so that they are not the jitter's draws.
-fn law_seed(seed: u64) -> u64 {
-    crate::rng::splitmix64(seed)
+/// Seeds `law`'s own draws from the limiter's `seed`, through one
+/// splitmix64 step so that they are not the jitter's draws. A user's law
+/// that panics there keeps whatever seed it had, and the limiter goes on.
+fn seed_law(law: &mut dyn ControlLaw, seed: u64) {
+    let seed = crate::rng::splitmix64(seed);
+    let _ = catch_unwind(AssertUnwindSafe(|| law.seed(seed)));
 }
 
 /// Sampled outcomes `(ok, fail)` with the skipped ones of `w` added.

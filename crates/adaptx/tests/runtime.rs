@@ -459,11 +459,52 @@ fn control_law_seed_comes_from_the_limiters_seed() {
     assert_eq!(got[0], got[1]);
     assert_ne!(got[0], got[2]);
     assert!(!got.contains(&1) && !got.contains(&2));
+    // A law kept in force is not seeded again (its draws go on), nor by a
+    // reset of the statistics (the law keeps its seed through its reset).
+    a.reconfigure(|b| b.max_limit(50)).expect("valid");
+    a.reset_stats();
+    assert_eq!(seeds.lock().expect("not poisoned").len(), 3);
     // A law put in force at run time is seeded the same way.
     a.reconfigure(|b| b.law(law())).expect("valid");
     let got = seeds.lock().expect("not poisoned").clone();
     assert_eq!(got.len(), 4);
     assert_eq!(got[3], got[0]);
+}
+
+/// A law whose `seed` panics.
+#[derive(Debug)]
+struct PanicsWhenSeeded;
+
+impl ControlLaw for PanicsWhenSeeded {
+    fn name(&self) -> &'static str {
+        "panics_when_seeded"
+    }
+
+    fn next_limit(&mut self, limit: usize, _w: &WindowSummary) -> usize {
+        limit + 1
+    }
+
+    fn seed(&mut self, _seed: u64) {
+        panic!("a user's law");
+    }
+}
+
+#[test]
+fn control_law_seed_that_panics_leaves_the_limiter_running() {
+    let rig = Rig::new(|b| b.law(PanicsWhenSeeded).initial_limit(4));
+    rig.limiter
+        .reconfigure(|b| b.law(PanicsWhenSeeded))
+        .expect("valid");
+    assert_eq!(rig.limiter.algorithm(), "panics_when_seeded");
+    // The law runs: a busy window grows the limit.
+    let permits: Vec<_> = (0..4)
+        .map(|_| rig.limiter.try_acquire().expect("free"))
+        .collect();
+    rig.clock.advance(WINDOW);
+    for p in permits {
+        p.record_with_latency(Outcome::Success, MS);
+    }
+    assert_eq!(rig.limiter.limit(), 5);
 }
 
 #[test]

@@ -328,6 +328,9 @@ impl Ceiling {
     fn remember(&mut self, ceiling: usize) {
         self.phase = Phase::Known { ceiling };
         self.rested = 0;
+        // A new resting level ends the hold of a yield (kept one below the
+        // old one).
+        self.yield_hold = 0;
     }
 
     /// Whether `failures` of `samples` are more than background noise could

@@ -349,7 +349,9 @@ impl Builder {
         self
     }
 
-    /// Seeds the jitter RNG, for reproducible runs. Default: a random seed.
+    /// Seeds the jitter RNG and, through [`ControlLaw::seed`], the law's own
+    /// draws, for reproducible runs. Default: a random seed, so a fleet's
+    /// limiters do not draw in step.
     pub fn seed(mut self, seed: u64) -> Self {
         self.fixed.get_or_insert("seed");
         self.seed = Some(seed);
