@@ -755,6 +755,16 @@ mod tests {
             assert_eq!(limit, 29, "held window {k}");
         }
         assert_eq!(law.next_limit(29, &full(29)), 30);
+        // A new resting level (a latency cut, a new ceiling) ends the hold:
+        // below it the limit climbs back halfway, not to one under it.
+        let mut cut = Ceiling {
+            phase: Phase::Known { ceiling: 31 },
+            yielding: true,
+            yield_hold: YIELD_HOLD,
+            ..Ceiling::default()
+        };
+        cut.remember(20);
+        assert_eq!(cut.next_limit(15, &full(15)), 17);
         // Nobody took the room: the next time comes after 20 windows.
         for k in 1..2 * YIELD_EVERY {
             assert_eq!(law.next_limit(30, &full(30)), 30, "window {k}");
@@ -780,17 +790,17 @@ mod tests {
 
     /// A limit resting at `rest_at` below a ceiling, kept in the exchange (a
     /// neighbour always present), nobody taking what it gives: the permits
-    /// given per window at rest, and the windows at rest that tried for one
-    /// more.
-    fn exchange_alone(rest_at: usize, decisions: usize) -> (f64, usize) {
+    /// it gives in each of `decisions` windows at rest (0: it tried for one
+    /// more instead).
+    fn exchange_alone(rest_at: usize, decisions: usize) -> Vec<usize> {
         let mut law = Ceiling {
             phase: Phase::Known {
                 ceiling: rest_at + 1,
             },
             ..Ceiling::default()
         };
-        let (mut limit, mut given, mut tries, mut at_rest) = (rest_at, 0, 0, 0);
-        while at_rest < decisions {
+        let (mut limit, mut gifts) = (rest_at, Vec::with_capacity(decisions));
+        while gifts.len() < decisions {
             law.since_neighbour = 0;
             let w = if limit > rest_at {
                 win(2, 1, limit, 50.0, 3)
@@ -799,30 +809,31 @@ mod tests {
             };
             let next = law.next_limit(limit, &w);
             if limit == rest_at {
-                at_rest += 1;
                 if next < limit {
-                    given += limit - next;
+                    gifts.push(limit - next);
                 } else {
                     assert_eq!(next, rest_at + 1, "at rest: give, or try for one more");
-                    tries += 1;
+                    gifts.push(0);
                 }
             }
             limit = next;
         }
-        (given as f64 / decisions as f64, tries)
+        gifts
     }
 
     #[test]
     fn ceiling_exchanges_permits_in_proportion_to_its_limit_while_a_neighbour_is_there() {
         // One permit per 30 per window at rest: 15 permits give 0.5 a window,
         // 45 give 1.5 (one and two by turns).
-        let (per_window, tries) = exchange_alone(15, 3000);
-        assert!((per_window - 0.5).abs() <= 1.0 / 3000.0, "{per_window}");
+        let per_window = |g: &[usize]| g.iter().sum::<usize>() as f64 / g.len() as f64;
+        let tries = |g: &[usize]| g.iter().filter(|&&n| n == 0).count();
+        let fifteen = exchange_alone(15, 3000);
+        assert!((per_window(&fifteen) - 0.5).abs() <= 1.0 / 3000.0);
         // Every window at rest that gives nothing tries for one more.
-        assert_eq!(tries, 1500);
-        let (per_window, tries) = exchange_alone(45, 3000);
-        assert!((per_window - 1.5).abs() <= 1.0 / 3000.0, "{per_window}");
-        assert_eq!(tries, 0);
+        assert_eq!(tries(&fifteen), 1500);
+        let forty_five = exchange_alone(45, 3000);
+        assert!((per_window(&forty_five) - 1.5).abs() <= 1.0 / 3000.0);
+        assert_eq!(tries(&forty_five), 0);
         // A gift lasts one window, then the limit climbs back halfway per
         // window. Alone, nobody takes it and no try finds room: neither is a
         // sign of a neighbour, and the exchange ends when the last sign is
@@ -854,32 +865,11 @@ mod tests {
         // a longer wait. Gifts drawn at random would be as frequent on
         // average but bunched and spread (a run of 3000 windows holds gaps
         // of 1 and of 10 or more).
-        let mut law = Ceiling {
-            phase: Phase::Known { ceiling: 11 },
-            ..Ceiling::default()
-        };
-        let (mut limit, mut at_rest, mut last, mut gaps) = (10, 0, None, Vec::new());
-        while at_rest < 3000 {
-            law.since_neighbour = 0;
-            let w = if limit > 10 {
-                win(2, 1, limit, 50.0, 3)
-            } else {
-                full(limit)
-            };
-            let next = law.next_limit(limit, &w);
-            if limit == 10 {
-                at_rest += 1;
-                if next < limit {
-                    if let Some(l) = last {
-                        gaps.push(at_rest - l);
-                    }
-                    last = Some(at_rest);
-                }
-            }
-            limit = next;
-        }
-        assert_eq!(gaps.len(), 999);
-        assert!(gaps.iter().all(|&g| g == 3), "{gaps:?}");
+        let gifts = exchange_alone(10, 3000);
+        let at: Vec<usize> = (0..gifts.len()).filter(|&k| gifts[k] > 0).collect();
+        assert!(gifts.iter().all(|&n| n <= 1));
+        assert_eq!(at.len(), 1000);
+        assert!(at.windows(2).all(|w| w[1] - w[0] == 3), "{at:?}");
     }
 
     #[test]
