@@ -42,8 +42,18 @@ const EXPLORE_FIRST_STEP: usize = 4;
 /// fraction, rounded down) for one window...
 const YIELD_KEEP: f64 = 0.93;
 
-/// ...after this many resting windows...
-const YIELD_EVERY: u32 = 10;
+/// ...after `YIELD_PERMITS / limit` resting windows (a limit of 30 after
+/// 10, of 60 after 5, of 10 after 30), within `YIELD_EVERY_MIN ..=
+/// YIELD_EVERY_FIRST_MAX`: a bigger limit, with more to give, gives sooner
+/// (the exchange's gifts follow the same rule). Clients count their resting
+/// windows from the same start, so with one period for every size they
+/// yielded in the same windows, each holding its own room free while the
+/// other's was free: two clients of 10 and 40 on a ceiling of 50 never took
+/// each other's room and never saw a neighbour (smallest share 0.40). Equal
+/// limits still yield together, and so do not trade...
+const YIELD_PERMITS: f64 = 300.0;
+const YIELD_EVERY_MIN: u32 = 5;
+const YIELD_EVERY_FIRST_MAX: u32 = 30;
 
 /// ...twice as many after each time nobody took the room, up to this many...
 const YIELD_EVERY_MAX: u32 = 160;
@@ -124,15 +134,16 @@ enum Phase {
 ///   window until it fails. Below the resting level it returns halfway per
 ///   window. A failure at a resting level that held cuts to what was served
 ///   and by a tenth at least.
-/// - **Sharing.** After 10 resting windows a limit of 10 or more gives 7 %
-///   of itself away for one window, keeps one permit of it free four windows
-///   more (a neighbour probing every 3–5 windows cannot miss it) and climbs
-///   back: a client sharing the
-///   ceiling may take the room (a bigger limit gives more), so clients that
-///   started unequal move toward equal shares. When nobody took it (the
-///   climb back met no failure) it waits twice as long the next time, up to
-///   160 windows, so a client alone pays almost nothing; when the room was
-///   taken, it gives again after 10.
+/// - **Sharing.** After `300 / limit` resting windows (5 to 30: a limit of
+///   30 after 10, of 60 after 5) a limit of 10 or more gives 7 % of itself
+///   away for one window, keeps one permit of it free four windows more (a
+///   neighbour probing every 3–5 windows cannot miss it) and climbs back: a
+///   client sharing the ceiling may take the room (a bigger limit gives more,
+///   and sooner), so clients that started unequal move toward equal shares,
+///   and clients of different sizes do not yield in the same windows. When
+///   nobody took it (the climb back met no failure) it waits twice as long
+///   the next time, up to 160 windows, so a client alone pays almost
+///   nothing; when the room was taken, it gives again at its own period.
 /// - **Exchange.** While a neighbour has shown itself in the last 60 windows
 ///   — it took room this limit gave, or room found at the ceiling ran out
 ///   before the third try (a ceiling that moved up would have lasted) on a
@@ -148,10 +159,11 @@ enum Phase {
 ///   credit per window at rest and gives each whole one it holds. Given at
 ///   random, permits would wander between the clients like balls between
 ///   Ehrenfest's urns, each share spread about `√share` around the fair
-///   one; on a schedule only who takes a gift is left to chance. Room given
-///   and taken costs one permit (the climb back fails: one less than
-///   before, or what was served if the backend served less); room given and
-///   not taken costs a window of it.
+///   one; on a schedule only who takes a gift is left to chance. A gift
+///   lasts one window: the limit returns to rest in one step. Room given
+///   and taken costs one permit (the return fails: one less than before, or
+///   what was served if the backend served less); room given and not taken
+///   costs a window of it.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window since the floor was last probed. A busy window whose success mean
 ///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
@@ -197,10 +209,11 @@ pub struct Ceiling {
     rested: u32,
     /// Windows to rest before the next probe.
     rest: u32,
-    /// Windows rested since the limit last gave room away, how many to rest
-    /// before the next time, and whether it is climbing back from one.
+    /// Windows rested since the limit last gave room away, the factor (1, 2,
+    /// 4, ...) its period has grown by since room was last taken, and whether
+    /// it is climbing back from one.
     since_yield: u32,
-    yield_every: u32,
+    yield_backoff: u32,
     yielding: bool,
     /// Windows left to keep one permit of a yield free.
     yield_hold: u32,
@@ -259,7 +272,7 @@ impl Ceiling {
             rested: 0,
             rest: 0,
             since_yield: 0,
-            yield_every: YIELD_EVERY,
+            yield_backoff: 1,
             yielding: false,
             yield_hold: 0,
             since_neighbour: u32::MAX,
@@ -316,6 +329,16 @@ impl Ceiling {
         self.served
             .filter(|&n| self.served_at as f64 - n >= 1.0)
             .map(|n| n.round() as usize)
+    }
+
+    /// Resting windows between two yields of a limit of `limit`: its own
+    /// period, `YIELD_PERMITS / limit` within `YIELD_EVERY_MIN ..=
+    /// YIELD_EVERY_FIRST_MAX`, times the back-off, at most `YIELD_EVERY_MAX`.
+    fn yield_every(&self, limit: usize) -> u32 {
+        let own = (YIELD_PERMITS / limit.max(1) as f64).round() as u32;
+        own.clamp(YIELD_EVERY_MIN, YIELD_EVERY_FIRST_MAX)
+            .saturating_mul(self.yield_backoff)
+            .min(YIELD_EVERY_MAX)
     }
 
     /// Whether a neighbour sharing the ceiling showed itself in the last
@@ -388,9 +411,9 @@ impl Ceiling {
         }
         if self.yielding {
             // The room given away was taken: a neighbour shares the ceiling.
-            // Keep giving every YIELD_EVERY windows.
+            // Keep giving at the limit's own period.
             self.yielding = false;
-            self.yield_every = YIELD_EVERY;
+            self.yield_backoff = 1;
             self.since_neighbour = 0;
         }
         let tenth = (limit as f64 * DECREASE) as usize;
@@ -456,6 +479,15 @@ impl Ceiling {
                         self.yield_hold -= 1;
                         return (rest_at - 1).max(limit);
                     }
+                    if self.given > 0 {
+                        // A gift lasts one window: back to rest in one step.
+                        // Climbing back halfway per window, a limit of 30 or
+                        // more (a gift of 2 or 3) spent two windows of three
+                        // climbing, and its cycle locked in step with a
+                        // neighbour's tries: the try fell in its last
+                        // climbing window every time (2 on 100 from 10 / 150).
+                        return rest_at;
+                    }
                     limit + (rest_at - limit).div_ceil(2)
                 } else if limit == rest_at {
                     // Back at rest without a failure: nobody took what the
@@ -465,7 +497,9 @@ impl Ceiling {
                         // Back at rest without a failure: nobody took the
                         // room. Give it less often.
                         self.yielding = false;
-                        self.yield_every = (2 * self.yield_every).min(YIELD_EVERY_MAX);
+                        if self.yield_every(limit) < YIELD_EVERY_MAX {
+                            self.yield_backoff = self.yield_backoff.saturating_mul(2);
+                        }
                     }
                     self.rested += 1;
                     if self.neighbour() {
@@ -483,7 +517,7 @@ impl Ceiling {
                         return ceiling;
                     }
                     self.since_yield += 1;
-                    if self.since_yield >= self.yield_every && limit >= YIELD_FROM {
+                    if self.since_yield >= self.yield_every(limit) && limit >= YIELD_FROM {
                         // Give 7 % of the room away for a window and climb
                         // back: a neighbour sharing the ceiling may take it
                         // (the bigger the limit, the more it gives), so
@@ -742,7 +776,9 @@ mod tests {
             rest: 1000,
             ..Ceiling::default()
         };
-        for k in 1..YIELD_EVERY {
+        // A limit of 30 yields every 300 / 30 = 10 resting windows.
+        const EVERY: u32 = 10;
+        for k in 1..EVERY {
             assert_eq!(law.next_limit(30, &full(30)), 30, "window {k}");
         }
         // The 10th resting window: 30 → 27; one permit of it stays free
@@ -766,7 +802,7 @@ mod tests {
         cut.remember(20);
         assert_eq!(cut.next_limit(15, &full(15)), 17);
         // Nobody took the room: the next time comes after 20 windows.
-        for k in 1..2 * YIELD_EVERY {
+        for k in 1..2 * EVERY {
             assert_eq!(law.next_limit(30, &full(30)), 30, "window {k}");
         }
         assert_eq!(law.next_limit(30, &full(30)), 27);
@@ -774,7 +810,7 @@ mod tests {
         // served), so the next yield comes after 10 again.
         assert_eq!(law.next_limit(27, &full(27)), 29);
         assert_eq!(law.next_limit(29, &win(2, 1, 29, 50.0, 3)), 28);
-        assert_eq!(law.yield_every, YIELD_EVERY);
+        assert_eq!(law.yield_every(30), EVERY);
         // Room taken is a neighbour's sign.
         assert!(law.neighbour());
         // Below YIELD_FROM a limit keeps what it has.
@@ -783,9 +819,63 @@ mod tests {
             rest: 1000,
             ..Ceiling::default()
         };
-        for _ in 0..2 * YIELD_EVERY {
+        for _ in 0..2 * EVERY {
             assert_eq!(small.next_limit(5, &full(5)), 5);
         }
+    }
+
+    #[test]
+    fn ceiling_bigger_limits_yield_sooner() {
+        // Resting windows before the first yield: 300 / limit, within 5 ..=
+        // 30. Two clients of different sizes that started together do not
+        // yield in the same windows; equal ones do.
+        let first_yield = |limit: usize| {
+            let mut law = Ceiling {
+                phase: Phase::Known { ceiling: limit + 1 },
+                rest: 1000,
+                ..Ceiling::default()
+            };
+            (1..=100).find(|_| law.next_limit(limit, &full(limit)) < limit)
+        };
+        assert_eq!(first_yield(10), Some(30));
+        assert_eq!(first_yield(20), Some(15));
+        assert_eq!(first_yield(30), Some(10));
+        assert_eq!(first_yield(40), Some(8));
+        assert_eq!(first_yield(60), Some(5));
+        assert_eq!(first_yield(200), Some(5));
+        assert_eq!(first_yield(YIELD_FROM - 1), None);
+        // Nobody takes the room: the period doubles, up to 160 windows.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 61 },
+            rest: 1000,
+            ..Ceiling::default()
+        };
+        let mut gaps = Vec::new();
+        let (mut limit, mut since) = (60, 0);
+        while gaps.len() < 7 {
+            let next = law.next_limit(limit, &full(limit));
+            since += 1;
+            if limit == 60 && next < 60 {
+                gaps.push(since);
+                since = 0;
+            }
+            limit = next;
+        }
+        // After the first, each gap also counts the yield's own window and
+        // the YIELD_HOLD windows that keep one permit of it free.
+        let away = 1 + YIELD_HOLD;
+        assert_eq!(
+            gaps,
+            [
+                5,
+                10 + away,
+                20 + away,
+                40 + away,
+                80 + away,
+                160 + away,
+                160 + away
+            ]
+        );
     }
 
     /// A limit resting at `rest_at` below a ceiling, kept in the exchange (a
@@ -834,10 +924,10 @@ mod tests {
         let forty_five = exchange_alone(45, 3000);
         assert!((per_window(&forty_five) - 1.5).abs() <= 1.0 / 3000.0);
         assert_eq!(tries(&forty_five), 0);
-        // A gift lasts one window, then the limit climbs back halfway per
-        // window. Alone, nobody takes it and no try finds room: neither is a
-        // sign of a neighbour, and the exchange ends when the last sign is
-        // 60 windows old.
+        // A gift lasts one window: the limit is back at rest the next (45
+        // gives 1 or 2: 44 or 43, then 45). Alone, nobody takes it and no
+        // try finds room: neither is a sign of a neighbour, and the exchange
+        // ends when the last sign is 60 windows old.
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 46 },
             since_neighbour: NEIGHBOUR_WINDOWS - 10,
@@ -850,11 +940,11 @@ mod tests {
                 assert_eq!(law.given, 45 - next);
                 gifts += 1;
             } else {
-                assert_eq!(next, limit + (45 - limit).div_ceil(2));
+                assert_eq!(next, 45, "back from {limit}");
             }
             limit = next;
         }
-        assert!(gifts >= 4, "{gifts}");
+        assert_eq!(gifts, 5);
         assert!(!law.neighbour());
     }
 
