@@ -42,18 +42,20 @@ const EXPLORE_FIRST_STEP: usize = 4;
 /// fraction, rounded down) for one window...
 const YIELD_KEEP: f64 = 0.93;
 
-/// ...after `YIELD_PERMITS / limit` resting windows (a limit of 30 after
-/// 10, of 60 after 5, of 10 after 30), within `YIELD_EVERY_MIN ..=
-/// YIELD_EVERY_FIRST_MAX`: a bigger limit, with more to give, gives sooner
-/// (the exchange's gifts follow the same rule). Clients count their resting
-/// windows from the same start, so with one period for every size they
-/// yielded in the same windows, each holding its own room free while the
-/// other's was free: two clients of 10 and 40 on a ceiling of 50 never took
-/// each other's room and never saw a neighbour (smallest share 0.40). Equal
-/// limits still yield together, and so do not trade...
+/// ...after this many permit-windows at rest: `YIELD_PERMITS / limit`
+/// resting windows, rounded (a limit of 10, the smallest that yields, after
+/// 30; of 30 after 10; of 40 after 8), so a bigger limit, with more to give,
+/// gives sooner (as in the exchange, where it gives more often). The period
+/// follows the limit as it moves. Clients count their resting windows from
+/// the same start, so with one period for every size they yielded in the
+/// same windows, each holding its own room free while the other's was free:
+/// two clients of 10 and 40 on a ceiling of 50 never took each other's room
+/// and never saw a neighbour (smallest share 0.40). Equal limits still
+/// yield together, and so do not trade...
 const YIELD_PERMITS: f64 = 300.0;
+
+/// ...but after 5 resting windows at least (a limit of 60 or more)...
 const YIELD_EVERY_MIN: u32 = 5;
-const YIELD_EVERY_FIRST_MAX: u32 = 30;
 
 /// ...twice as many after each time nobody took the room, up to this many...
 const YIELD_EVERY_MAX: u32 = 160;
@@ -134,8 +136,9 @@ enum Phase {
 ///   window until it fails. Below the resting level it returns halfway per
 ///   window. A failure at a resting level that held cuts to what was served
 ///   and by a tenth at least.
-/// - **Sharing.** After `300 / limit` resting windows (5 to 30: a limit of
-///   30 after 10, of 60 after 5) a limit of 10 or more gives 7 % of itself
+/// - **Sharing.** After `300 / limit` resting windows (rounded, at least 5: a
+///   limit of 10 after 30, of 30 after 10, of 60 after 5; the period follows
+///   the limit as it moves) a limit of 10 or more gives 7 % of itself
 ///   away for one window, keeps one permit of it free four windows more (a
 ///   neighbour probing every 3–5 windows cannot miss it) and climbs back: a
 ///   client sharing the ceiling may take the room (a bigger limit gives more,
@@ -331,12 +334,12 @@ impl Ceiling {
             .map(|n| n.round() as usize)
     }
 
-    /// Resting windows between two yields of a limit of `limit`: its own
-    /// period, `YIELD_PERMITS / limit` within `YIELD_EVERY_MIN ..=
-    /// YIELD_EVERY_FIRST_MAX`, times the back-off, at most `YIELD_EVERY_MAX`.
+    /// Resting windows between two yields at a limit of `limit`: its own
+    /// period, `YIELD_PERMITS / limit` rounded and at least
+    /// `YIELD_EVERY_MIN`, times the back-off, at most `YIELD_EVERY_MAX`.
     fn yield_every(&self, limit: usize) -> u32 {
         let own = (YIELD_PERMITS / limit.max(1) as f64).round() as u32;
-        own.clamp(YIELD_EVERY_MIN, YIELD_EVERY_FIRST_MAX)
+        own.max(YIELD_EVERY_MIN)
             .saturating_mul(self.yield_backoff)
             .min(YIELD_EVERY_MAX)
     }
@@ -481,9 +484,9 @@ impl Ceiling {
                     }
                     if self.given > 0 {
                         // A gift lasts one window: back to rest in one step.
-                        // Climbing back halfway per window, a limit of 30 or
-                        // more (a gift of 2 or 3) spent two windows of three
-                        // climbing, and its cycle locked in step with a
+                        // Climbing back halfway per window, a limit above 30
+                        // (gifts of 2 or 3 permits) spent two windows of
+                        // three climbing, and its cycle locked in step with a
                         // neighbour's tries: the try fell in its last
                         // climbing window every time (2 on 100 from 10 / 150).
                         return rest_at;
@@ -845,25 +848,10 @@ mod tests {
         assert_eq!(first_yield(200), Some(5));
         assert_eq!(first_yield(YIELD_FROM - 1), None);
         // Nobody takes the room: the period doubles, up to 160 windows.
-        let mut law = Ceiling {
-            phase: Phase::Known { ceiling: 61 },
-            rest: 1000,
-            ..Ceiling::default()
-        };
-        let mut gaps = Vec::new();
-        let (mut limit, mut since) = (60, 0);
-        while gaps.len() < 7 {
-            let next = law.next_limit(limit, &full(limit));
-            since += 1;
-            if limit == 60 && next < 60 {
-                gaps.push(since);
-                since = 0;
-            }
-            limit = next;
-        }
         // After the first, each gap also counts the yield's own window and
         // the YIELD_HOLD windows that keep one permit of it free.
         let away = 1 + YIELD_HOLD;
+        let (sixty, gaps) = yield_gaps(60, 7);
         assert_eq!(
             gaps,
             [
@@ -876,6 +864,48 @@ mod tests {
                 160 + away
             ]
         );
+        assert_eq!(sixty.yield_backoff, 32);
+        let (ten, gaps) = yield_gaps(10, 6);
+        assert_eq!(
+            gaps,
+            [
+                30,
+                60 + away,
+                120 + away,
+                160 + away,
+                160 + away,
+                160 + away
+            ]
+        );
+        // The back-off stops growing at the cap: the period follows the
+        // limit as it moves (a limit of 10 backed off to 160 windows waits 40
+        // once it rests at 60, not 160).
+        assert_eq!(ten.yield_backoff, 8);
+        assert_eq!(ten.yield_every(60), 40);
+    }
+
+    /// A limit resting at `rest_at` that nobody takes anything from, and the
+    /// windows from one yield of it to the next, `n` times (the first: from
+    /// the start).
+    fn yield_gaps(rest_at: usize, n: usize) -> (Ceiling, Vec<u32>) {
+        let mut law = Ceiling {
+            phase: Phase::Known {
+                ceiling: rest_at + 1,
+            },
+            rest: 1000,
+            ..Ceiling::default()
+        };
+        let (mut limit, mut since, mut gaps) = (rest_at, 0, Vec::new());
+        while gaps.len() < n {
+            let next = law.next_limit(limit, &full(limit));
+            since += 1;
+            if limit == rest_at && next < rest_at {
+                gaps.push(since);
+                since = 0;
+            }
+            limit = next;
+        }
+        (law, gaps)
     }
 
     /// A limit resting at `rest_at` below a ceiling, kept in the exchange (a
