@@ -829,9 +829,9 @@ mod tests {
 
     #[test]
     fn ceiling_bigger_limits_yield_sooner() {
-        // Resting windows before the first yield: 300 / limit, within 5 ..=
-        // 30. Two clients of different sizes that started together do not
-        // yield in the same windows; equal ones do.
+        // Resting windows before the first yield: 300 / limit, rounded, at
+        // least 5. Two clients of different sizes that started together do
+        // not yield in the same windows; equal ones do.
         let first_yield = |limit: usize| {
             let mut law = Ceiling {
                 phase: Phase::Known { ceiling: limit + 1 },
