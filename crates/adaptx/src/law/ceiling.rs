@@ -54,7 +54,8 @@ const YIELD_KEEP: f64 = 0.93;
 /// yield together, and so do not trade...
 const YIELD_PERMITS: f64 = 300.0;
 
-/// ...but after 5 resting windows at least (a limit of 60 or more)...
+/// ...but after 5 resting windows at least (a limit of 55 or more: 300 / 55
+/// rounds to 5)...
 const YIELD_EVERY_MIN: u32 = 5;
 
 /// ...twice as many after each time nobody took the room, up to this many...
@@ -844,6 +845,8 @@ mod tests {
         assert_eq!(first_yield(20), Some(15));
         assert_eq!(first_yield(30), Some(10));
         assert_eq!(first_yield(40), Some(8));
+        assert_eq!(first_yield(54), Some(6));
+        assert_eq!(first_yield(55), Some(5));
         assert_eq!(first_yield(60), Some(5));
         assert_eq!(first_yield(200), Some(5));
         assert_eq!(first_yield(YIELD_FROM - 1), None);
