@@ -83,6 +83,16 @@ const NEIGHBOUR_WINDOWS: u32 = 60;
 /// and otherwise tries for one more.
 const EXCHANGE_WINDOWS: f64 = 30.0;
 
+/// The exchange gives in turns of three windows at rest that give (or may
+/// give: a window that earned no whole permit tries instead): the first of
+/// each turn waits, trying for one more meanwhile, until two permits are
+/// earned. A gift of one goes to the neighbour whose window opens first
+/// after the giver's, every time (windows of one length drift only
+/// milliseconds apart): a gift of two lets a second taker win one. And a
+/// limit of 30 to 59, which earns a permit every window, would otherwise
+/// give every window and never try: two clients above 30 could not trade.
+const EXCHANGE_TURN: u32 = 3;
+
 /// Room found at the ceiling this many times in a row is a ceiling that
 /// moved up rather than a neighbour's permit: explore.
 const EXCHANGE_EXPLORE_AFTER: u32 = 3;
@@ -155,19 +165,27 @@ enum Phase {
 ///   twenty such windows and nothing failed late, so a flaky network or a
 ///   timeout on its way is not taken for one) — the limit at rest gives its
 ///   permits away for a window at one per 30 permits per window (a limit of
-///   15 one permit every other window, 45 one and two by turns) and
-///   otherwise tries for one more. Its neighbours do the same, so each
+///   15 two and one permits every six windows, 45 three, one and two every
+///   four) and otherwise tries for one more. Its neighbours do the same, so each
 ///   client gives in proportion to its share and tries for more whenever it
 ///   gives nothing: shares drift toward equal whatever the start. The gifts
 ///   follow a schedule, not a coin: a limit earns `limit / 30` permits of
-///   credit per window at rest and gives each whole one it holds. Given at
+///   credit per window at rest and gives the whole ones it holds, in turns
+///   of three gifts: the first of each turn waits, trying, until two permits
+///   are earned. A gift of one goes to the neighbour whose window opens first
+///   after the giver's, every time, so a neighbour later in that order never
+///   won one (3 on 45 from 60 / 2 / 60: one client held 2 permits for a
+///   minute); a gift of two lets a second taker win one. And a limit of 30
+///   to 59, which earns a permit every window, now tries once in four
+///   windows instead of never (from 60 up it still gives every window), so
+///   two clients above 30 trade. Given at
 ///   random, permits would wander between the clients like balls between
 ///   Ehrenfest's urns, each share spread about `√share` around the fair
 ///   one; on a schedule only who takes a gift is left to chance. A gift
 ///   lasts one window: the limit returns to rest in one step. Room given
-///   and taken costs one permit (the return fails: one less than before, or
-///   what was served if the backend served less); room given and not taken
-///   costs a window of it.
+///   and taken costs the permits taken (a return that fails rests one lower,
+///   or at what was served if the backend served less; one that fails again
+///   cuts again); room given and not taken costs a window of it.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window since the floor was last probed. A busy window whose success mean
 ///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
@@ -237,6 +255,9 @@ pub struct Ceiling {
     /// The exchange's credit: permits earned toward the next gift, in
     /// `[0, 1)`.
     credit: f64,
+    /// Windows of the exchange's current turn of [`EXCHANGE_TURN`] that
+    /// gave (or could have: a window that earned no whole permit counts).
+    turn: u32,
     /// The law's splitmix64 stream, and the seed it started from (kept
     /// through a reset).
     rng: u64,
@@ -287,6 +308,7 @@ impl Ceiling {
             reasked: false,
             // Half a permit: the first gift comes half a period in.
             credit: 0.5,
+            turn: 0,
             rng: DEFAULT_SEED,
             seed: DEFAULT_SEED,
             floor: None,
@@ -316,10 +338,16 @@ impl Ceiling {
 
     /// The permits a limit at rest gives away this window in the exchange:
     /// it earns `limit / EXCHANGE_WINDOWS` permits of credit and gives the
-    /// whole ones it holds (a limit of 15 one every other window, a limit of
-    /// 45 one and two by turns), keeping one permit.
+    /// whole ones it holds, keeping one permit — except that the first
+    /// window of each turn of [`EXCHANGE_TURN`] waits until two permits are
+    /// earned (a limit of 15 tries, tries, gives 2, tries, gives 1, tries;
+    /// 45 gives 3, 1 and 2, then tries).
     fn gift(&mut self, limit: usize) -> usize {
         self.credit += limit as f64 / EXCHANGE_WINDOWS;
+        if self.turn == 0 && self.credit < 2.0 && limit > 2 {
+            return 0;
+        }
+        self.turn = (self.turn + 1) % EXCHANGE_TURN;
         let whole = self.credit.floor();
         self.credit -= whole;
         (whole as usize).min(limit.saturating_sub(1))
@@ -947,52 +975,83 @@ mod tests {
     #[test]
     fn ceiling_exchanges_permits_in_proportion_to_its_limit_while_a_neighbour_is_there() {
         // One permit per 30 per window at rest: 15 permits give 0.5 a window,
-        // 45 give 1.5 (one and two by turns).
+        // 45 give 1.5.
         let per_window = |g: &[usize]| g.iter().sum::<usize>() as f64 / g.len() as f64;
         let tries = |g: &[usize]| g.iter().filter(|&&n| n == 0).count();
         let fifteen = exchange_alone(15, 3000);
-        assert!((per_window(&fifteen) - 0.5).abs() <= 1.0 / 3000.0);
-        // Every window at rest that gives nothing tries for one more.
-        assert_eq!(tries(&fifteen), 1500);
+        assert!((per_window(&fifteen) - 0.5).abs() <= 2.0 / 3000.0);
+        // Every window at rest that gives nothing tries for one more: 15
+        // gives in two windows of six, 45 in three of four.
+        assert_eq!(tries(&fifteen), 2000);
         let forty_five = exchange_alone(45, 3000);
-        assert!((per_window(&forty_five) - 1.5).abs() <= 1.0 / 3000.0);
-        assert_eq!(tries(&forty_five), 0);
-        // A gift lasts one window: the limit is back at rest the next (45
-        // gives 1 or 2: 44 or 43, then 45). Alone, nobody takes it and no
-        // try finds room: neither is a sign of a neighbour, and the exchange
-        // ends when the last sign is 60 windows old.
+        assert!((per_window(&forty_five) - 1.5).abs() <= 2.0 / 3000.0);
+        assert_eq!(tries(&forty_five), 750);
+        // A gift lasts one window: the limit is back at rest the next. Alone,
+        // nobody takes it and no try finds room: neither is a sign of a
+        // neighbour, and the exchange ends when the last sign is 60 windows
+        // old.
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 46 },
             since_neighbour: NEIGHBOUR_WINDOWS - 10,
             ..Ceiling::default()
         };
-        let (mut limit, mut gifts) = (45, 0);
+        let (mut limit, mut gifts, mut tried) = (45, 0, 0);
         for _ in 0..10 {
-            let next = law.next_limit(limit, &full(limit));
-            if limit == 45 {
-                assert_eq!(law.given, 45 - next);
-                gifts += 1;
+            let w = if limit > 45 {
+                win(2, 1, limit, 50.0, 3)
             } else {
-                assert_eq!(next, 45, "back from {limit}");
+                full(limit)
+            };
+            let next = law.next_limit(limit, &w);
+            match limit {
+                45 if next < 45 => {
+                    assert_eq!(law.given, 45 - next);
+                    gifts += 1;
+                }
+                45 => {
+                    assert_eq!(next, 46);
+                    tried += 1;
+                }
+                _ => assert_eq!(next, 45, "back from {limit}"),
             }
             limit = next;
         }
-        assert_eq!(gifts, 5);
+        assert_eq!((gifts, tried), (4, 1));
         assert!(!law.neighbour());
     }
 
     #[test]
     fn ceiling_gives_on_a_schedule_not_at_random() {
         // A limit of 10 earns a third of a permit per window at rest: it
-        // gives one every third window at rest, never two in a row, never
-        // a longer wait. Gifts drawn at random would be as frequent on
-        // average but bunched and spread (a run of 3000 windows holds gaps
-        // of 1 and of 10 or more).
+        // gives two every sixth window at rest, never sooner, never later.
+        // Gifts drawn at random would be as frequent on average but bunched
+        // and spread (a run of 3000 windows holds gaps of 1 and of 20 or
+        // more).
         let gifts = exchange_alone(10, 3000);
         let at: Vec<usize> = (0..gifts.len()).filter(|&k| gifts[k] > 0).collect();
-        assert!(gifts.iter().all(|&n| n <= 1));
-        assert_eq!(at.len(), 1000);
-        assert!(at.windows(2).all(|w| w[1] - w[0] == 3), "{at:?}");
+        assert!(at.iter().all(|&k| gifts[k] == 2));
+        assert_eq!(at.len(), 500);
+        assert!(at.windows(2).all(|w| w[1] - w[0] == 6), "{at:?}");
+    }
+
+    #[test]
+    fn ceiling_exchange_waits_for_two_permits_each_turn_and_tries_above_30() {
+        // The first gift of each turn of three waits (trying) until two
+        // permits are earned, so a second neighbour can win one; the other
+        // two give what is earned. 15 earns half a permit a window: 2 after
+        // three tries, then 1 after another.
+        let fifteen = exchange_alone(15, 24);
+        assert_eq!(fifteen[..6], [0, 0, 2, 0, 1, 0]);
+        assert!(fifteen.chunks(6).all(|c| c == [0, 0, 2, 0, 1, 0]));
+        // 45 earns one and a half a window, which would be a gift every
+        // window and no try, ever: now it tries once in four (and gives 3,
+        // 1, 2 in the others).
+        let forty_five = exchange_alone(45, 24);
+        assert_eq!(forty_five[..4], [2, 1, 2, 0]);
+        assert!(forty_five[4..].chunks(4).all(|c| c == [3, 1, 2, 0]));
+        // From 60 up two permits are earned every window: it gives every
+        // window, as before.
+        assert!(exchange_alone(90, 24).iter().all(|&n| n == 3));
     }
 
     #[test]
