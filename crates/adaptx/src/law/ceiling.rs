@@ -85,13 +85,15 @@ const EXCHANGE_WINDOWS: f64 = 30.0;
 
 /// The exchange gives in turns of three windows at rest that give (or may
 /// give: a window that earned no whole permit tries instead): the first of
-/// each turn waits, trying for one more meanwhile, until two permits are
-/// earned. A gift of one goes to the neighbour whose window opens first
-/// after the giver's, every time (windows of one length drift only
-/// milliseconds apart): a gift of two lets a second taker win one. And a
-/// limit of 30 to 59, which earns a permit every window, would otherwise
-/// give every window and never try: two clients above 30 could not trade.
+/// each turn waits, trying for one more meanwhile, until
+/// [`EXCHANGE_FIRST_GIFT`] permits are earned. A gift of one goes to the
+/// neighbour whose window opens first after the giver's, every time
+/// (windows of one length drift only milliseconds apart): a gift of two
+/// lets a second taker win one.
 const EXCHANGE_TURN: u32 = 3;
+
+/// The permits the first gift of a turn of the exchange waits for.
+const EXCHANGE_FIRST_GIFT: f64 = 2.0;
 
 /// Room found at the ceiling this many times in a row is a ceiling that
 /// moved up rather than a neighbour's permit: explore.
@@ -166,19 +168,20 @@ enum Phase {
 ///   timeout on its way is not taken for one) — the limit at rest gives its
 ///   permits away for a window at one per 30 permits per window (a limit of
 ///   15 two and one permits every six windows, 45 three, one and two every
-///   four) and otherwise tries for one more. Its neighbours do the same, so each
-///   client gives in proportion to its share and tries for more whenever it
-///   gives nothing: shares drift toward equal whatever the start. The gifts
-///   follow a schedule, not a coin: a limit earns `limit / 30` permits of
-///   credit per window at rest and gives the whole ones it holds, in turns
-///   of three gifts: the first of each turn waits, trying, until two permits
-///   are earned. A gift of one goes to the neighbour whose window opens first
-///   after the giver's, every time, so a neighbour later in that order never
-///   won one (3 on 45 from 60 / 2 / 60: one client held 2 permits for a
-///   minute); a gift of two lets a second taker win one. And a limit of 30
-///   to 59, which earns a permit every window, now tries once in four
-///   windows instead of never (from 60 up it still gives every window), so
-///   two clients above 30 trade. Given at
+///   four) and otherwise tries for one more. Its neighbours do the same, so
+///   each client gives in proportion to its share and tries for more
+///   whenever it gives nothing: shares drift toward equal whatever the
+///   start. The gifts follow a schedule, not a coin: a limit earns
+///   `limit / 30` permits of credit per window at rest and gives the whole
+///   ones it holds, in turns of three windows that give or may give (a
+///   window that earned no whole permit tries instead); the first of each
+///   turn waits, trying, until two permits are earned. A gift of one goes to
+///   the neighbour whose window opens first after the giver's, every time,
+///   so a neighbour later in that order would never win one; a gift of two
+///   lets a second taker win one. (A limit of 30 to 59 earns a permit or
+///   more every window, so whether it tries at all depends on the fraction
+///   of a permit it carries into a turn: 45 tries one window in four, 40
+///   and 50 never; from 60 up none tries.) Given at
 ///   random, permits would wander between the clients like balls between
 ///   Ehrenfest's urns, each share spread about `√share` around the fair
 ///   one; on a schedule only who takes a gift is left to chance. A gift
@@ -252,8 +255,8 @@ pub struct Ceiling {
     /// try in a run of tries that the limiter withheld.
     asked: usize,
     reasked: bool,
-    /// The exchange's credit: permits earned toward the next gift, in
-    /// `[0, 1)`.
+    /// The exchange's credit: permits earned toward the next gift (below 1,
+    /// or below 2 while the first window of a turn waits).
     credit: f64,
     /// Windows of the exchange's current turn of [`EXCHANGE_TURN`] that
     /// gave (or could have: a window that earned no whole permit counts).
@@ -306,7 +309,8 @@ impl Ceiling {
             room: false,
             asked: 0,
             reasked: false,
-            // Half a permit: the first gift comes half a period in.
+            // Half a permit: the first gift comes no later than half a
+            // turn in.
             credit: 0.5,
             turn: 0,
             rng: DEFAULT_SEED,
@@ -339,12 +343,14 @@ impl Ceiling {
     /// The permits a limit at rest gives away this window in the exchange:
     /// it earns `limit / EXCHANGE_WINDOWS` permits of credit and gives the
     /// whole ones it holds, keeping one permit — except that the first
-    /// window of each turn of [`EXCHANGE_TURN`] waits until two permits are
-    /// earned (a limit of 15 tries, tries, gives 2, tries, gives 1, tries;
-    /// 45 gives 3, 1 and 2, then tries).
+    /// window of each turn of [`EXCHANGE_TURN`] waits until
+    /// [`EXCHANGE_FIRST_GIFT`] permits are earned (a limit of 15 tries,
+    /// tries, gives 2, tries, gives 1, tries; 45 gives 3, 1 and 2, then
+    /// tries). A limit of 2 or less does not wait: it could give only one,
+    /// and the rest of the credit would be lost.
     fn gift(&mut self, limit: usize) -> usize {
         self.credit += limit as f64 / EXCHANGE_WINDOWS;
-        if self.turn == 0 && self.credit < 2.0 && limit > 2 {
+        if self.turn == 0 && self.credit < EXCHANGE_FIRST_GIFT && limit > 2 {
             return 0;
         }
         self.turn = (self.turn + 1) % EXCHANGE_TURN;
@@ -1035,22 +1041,23 @@ mod tests {
     }
 
     #[test]
-    fn ceiling_exchange_waits_for_two_permits_each_turn_and_tries_above_30() {
+    fn ceiling_exchange_waits_for_two_permits_at_the_start_of_each_turn() {
         // The first gift of each turn of three waits (trying) until two
         // permits are earned, so a second neighbour can win one; the other
         // two give what is earned. 15 earns half a permit a window: 2 after
         // three tries, then 1 after another.
         let fifteen = exchange_alone(15, 24);
-        assert_eq!(fifteen[..6], [0, 0, 2, 0, 1, 0]);
         assert!(fifteen.chunks(6).all(|c| c == [0, 0, 2, 0, 1, 0]));
-        // 45 earns one and a half a window, which would be a gift every
-        // window and no try, ever: now it tries once in four (and gives 3,
+        // 45 earns one and a half a window: given as earned, a gift every
+        // window and no try, ever; it waits one window a turn (and gives 3,
         // 1, 2 in the others).
         let forty_five = exchange_alone(45, 24);
         assert_eq!(forty_five[..4], [2, 1, 2, 0]);
         assert!(forty_five[4..].chunks(4).all(|c| c == [3, 1, 2, 0]));
-        // From 60 up two permits are earned every window: it gives every
-        // window, as before.
+        // Whether a limit of 30 to 59 waits depends on the fraction it
+        // carries into a turn: 40 carries two thirds and never waits after
+        // its first turn; from 60 up two permits are earned every window.
+        assert!(exchange_alone(40, 24)[4..].iter().all(|&n| n > 0));
         assert!(exchange_alone(90, 24).iter().all(|&n| n == 3));
     }
 
