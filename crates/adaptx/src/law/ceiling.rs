@@ -309,8 +309,9 @@ impl Ceiling {
             room: false,
             asked: 0,
             reasked: false,
-            // Half a permit: the first gift comes no later than half a
-            // turn in.
+            // Half a permit to start with: the first gift, which waits for
+            // two permits, comes within two periods of
+            // `EXCHANGE_WINDOWS / limit` windows.
             credit: 0.5,
             turn: 0,
             rng: DEFAULT_SEED,
@@ -1045,7 +1046,7 @@ mod tests {
         // The first gift of each turn of three waits (trying) until two
         // permits are earned, so a second neighbour can win one; the other
         // two give what is earned. 15 earns half a permit a window: 2 after
-        // three tries, then 1 after another.
+        // two tries, then 1 after one more.
         let fifteen = exchange_alone(15, 24);
         assert!(fifteen.chunks(6).all(|c| c == [0, 0, 2, 0, 1, 0]));
         // 45 earns one and a half a window: given as earned, a gift every
