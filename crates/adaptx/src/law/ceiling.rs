@@ -98,13 +98,12 @@ const EXCHANGE_FIRST_GIFT: f64 = 2.0;
 /// A gift of the exchange this big or bigger that a neighbour took costs the
 /// giver the whole gift, not one permit: neighbours take a gift one permit
 /// at a time, and what they did not take stays free for their next tries
-/// instead of going back to the giver. Only a limit above 30 gives three at
-/// once; resting one below, it took the rest back at once, and a share 40
+/// instead of going back to the giver. Only a limit above 30 can give three
+/// at once; resting one below, it took the rest back at once, and a share 40
 /// permits short grew by one in two windows (2 on 130 from 40 / 120: 0.51 of
-/// the fair share, 0.76 with this). A gift of two (the first of each turn,
-/// at any limit) still costs one: losing both left a permit idle that cost
-/// 0.2–0.3 % of the capacity on ceilings of 20 (0.980 → 0.978) for shares no
-/// closer to fair.
+/// the fair share, 0.76 with this). A gift of one or two still costs one:
+/// losing two for one taken left a permit idle that cost 0.2–0.3 % of the
+/// capacity on ceilings of 20 (0.980 → 0.978) for shares no closer to fair.
 const EXCHANGE_TAKEN_WHOLE: usize = 3;
 
 /// Room found at the ceiling this many times in a row is a ceiling that
@@ -200,11 +199,10 @@ enum Phase {
 ///   lasts one window: the limit returns to rest in one step. Room given
 ///   and taken costs a permit (a return that fails rests one lower, or at
 ///   what was served if the backend served less; one that fails again cuts
-///   again), or the whole gift when it was three or more (a big limit's
-///   gift, which small neighbours take one permit at a time: what they did
-///   not take stays free for their next tries, so a share far below the
-///   fair one grows by the gift, not by one). Room given and not taken
-///   costs a window of it.
+///   again), or the whole gift when it was three or more (only a limit
+///   above 30 gives that many, and small neighbours take it one permit at a
+///   time: what they did not take stays free for their next tries instead
+///   of going back). Room given and not taken costs a window of it.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window since the floor was last probed. A busy window whose success mean
 ///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
@@ -455,20 +453,17 @@ impl Ceiling {
             // The climb back from an exchange failed: a neighbour took the
             // permits given. Rest one below this, or the whole gift below it
             // when that was EXCHANGE_TAKEN_WHOLE or more — or, when the
-            // backend served less than the limit it had, the ceiling came
-            // down: to what was served.
+            // backend served less than that, the ceiling came down: to what
+            // was served, below a ceiling one above the rest level.
             self.since_neighbour = 0;
             let lose = if given >= EXCHANGE_TAKEN_WHOLE {
                 given
             } else {
                 1
             };
-            let next = self
-                .served_below_limit()
-                .unwrap_or(limit.saturating_sub(lose))
-                .min(limit - 1)
-                .max(1);
-            self.remember(if lose > 1 { next + 1 } else { limit });
+            let rest = limit.saturating_sub(lose);
+            let next = self.served_below_limit().unwrap_or(rest).min(rest).max(1);
+            self.remember((rest + 1).max(next + 1));
             return next;
         }
         if self.yielding {
@@ -1106,17 +1101,34 @@ mod tests {
         law.served = Some(10.0);
         law.served_at = 14;
         assert_eq!(law.next_limit(15, &win(2, 1, 15, 50.0, 3)), 10);
-        // A gift of three or more (a limit above 30) taken, at least in
-        // part: the whole gift is lost, and the limit rests where it gave
-        // (what the neighbours did not take stays free for their tries).
+        // A gift of three or more (only a limit above 30 gives that many)
+        // taken, at least in part: the whole gift is lost, and the limit
+        // rests where it gave (what the neighbours did not take stays free
+        // for their tries).
         let mut law = gave(91, 3);
         assert_eq!(law.next_limit(90, &win(2, 1, 90, 50.0, 3)), 87);
         assert_eq!(law.phase, Phase::Known { ceiling: 88 });
         assert!(law.neighbour());
+        let mut law = gave(121, 4);
+        assert_eq!(law.next_limit(120, &win(2, 1, 120, 50.0, 3)), 116);
+        // What was served, when less, still wins (below a ceiling one above
+        // where it gave); when more, the gift is lost all the same.
+        let mut law = gave(91, 3);
+        (law.served, law.served_at) = (Some(80.0), 87);
+        assert_eq!(law.next_limit(90, &win(2, 1, 90, 50.0, 3)), 80);
+        assert_eq!(law.phase, Phase::Known { ceiling: 88 });
+        let mut law = gave(91, 3);
+        (law.served, law.served_at) = (Some(88.0), 90);
+        assert_eq!(law.next_limit(90, &win(2, 1, 90, 50.0, 3)), 87);
         // A gift of two taken costs one permit, as a gift of one does.
         let mut law = gave(31, 2);
         assert_eq!(law.next_limit(30, &win(2, 1, 30, 50.0, 3)), 29);
         assert_eq!(law.phase, Phase::Known { ceiling: 30 });
+        // A limit of 2 gave 1 and failed in the gift window: it stays at 1,
+        // below a ceiling of 2, never of 1.
+        let mut law = gave(3, 1);
+        assert_eq!(law.next_limit(1, &win(2, 1, 1, 50.0, 3)), 1);
+        assert_eq!(law.phase, Phase::Known { ceiling: 2 });
         // Without the exchange the same failure at rest cuts by a tenth at
         // least (a hit at a level that held).
         let mut rested = Ceiling {
