@@ -463,7 +463,7 @@ impl Ceiling {
             };
             let rest = limit.saturating_sub(lose);
             let next = self.served_below_limit().unwrap_or(rest).min(rest).max(1);
-            self.remember((rest + 1).max(next + 1));
+            self.remember(rest.max(1) + 1);
             return next;
         }
         if self.yielding {
@@ -1004,12 +1004,13 @@ mod tests {
         let per_window = |g: &[usize]| g.iter().sum::<usize>() as f64 / g.len() as f64;
         let tries = |g: &[usize]| g.iter().filter(|&&n| n == 0).count();
         let fifteen = exchange_alone(15, 3000);
-        assert!((per_window(&fifteen) - 0.5).abs() <= 2.0 / 3000.0);
+        assert!((per_window(&fifteen) - 0.5).abs() <= 1.0 / 3000.0);
         // Every window at rest that gives nothing tries for one more: 15
         // gives in two windows of six, 45 in three of four.
         assert_eq!(tries(&fifteen), 2000);
         let forty_five = exchange_alone(45, 3000);
-        assert!((per_window(&forty_five) - 1.5).abs() <= 2.0 / 3000.0);
+        // (Its first turn gives one less: it starts with half a permit.)
+        assert!((per_window(&forty_five[4..]) - 1.5).abs() <= 1.0 / 3000.0);
         assert_eq!(tries(&forty_five), 750);
         // A gift lasts one window: the limit is back at rest the next. Alone,
         // nobody takes it and no try finds room: neither is a sign of a
