@@ -23,6 +23,12 @@ const PROBE_AFTER_CUTS: u32 = 3;
 /// learned rate would have produced that many this rarely.
 const NOISE_SIGNIFICANCE: f64 = 0.05;
 
+/// The fresh failures of the windows since the last overload, all together,
+/// are overload when background noise would have produced that many this
+/// rarely (stricter than one window's test: the count is tested again every
+/// window).
+const RUN_SIGNIFICANCE: f64 = 0.01;
+
 /// The background failure rate learns over about this many samples.
 const NOISE_SAMPLES: f64 = 1000.0;
 
@@ -151,7 +157,12 @@ enum Phase {
 ///   could not explain them: the law learns the rate of failures that come at
 ///   any load (from windows where at most 5 % failed), and a window whose
 ///   failures a Poisson count at that rate would reach with probability 5 %
-///   or more is clean — a flaky network costs no capacity.
+///   or more is clean — a flaky network costs no capacity. The windows since
+///   the last overload count together too: when their fresh failures, all
+///   together (decayed over about 1000 samples), are more than noise
+///   explains at the 1 % level, the window with the last of them is
+///   overload. A soft ceiling fails a few calls in every window above it,
+///   too few in any one window (the window closes on the first).
 /// - **Ceiling memory.** It remembers the lowest limit that failed, rests one
 ///   below it, and every 2–4 windows (jittered) probes it: the probe costs one
 ///   rejection when the ceiling is still there. A clean probe takes the
@@ -196,7 +207,11 @@ enum Phase {
 ///   random, permits would wander between the clients like balls between
 ///   Ehrenfest's urns, each share spread about `√share` around the fair
 ///   one; on a schedule only who takes a gift is left to chance. A gift
-///   lasts one window: the limit returns to rest in one step. Room given
+///   lasts one window: the limit returns to rest in one step. A return that
+///   fails was taken only if it failed more than the windows at that resting
+///   level fail anyway (a soft ceiling fails some calls at every level above
+///   it; a single client there took its own failures for a neighbour's and
+///   ran the exchange); otherwise it is a failure at rest. Room given
 ///   and taken costs a permit (a return that fails rests one lower, or at
 ///   what was served if the backend served less; one that fails again cuts
 ///   again), or the whole gift when it was three or more (only a limit
@@ -294,6 +309,16 @@ pub struct Ceiling {
     /// Background failure probability per sample (failures that come at any
     /// load: a flaky network).
     noise: f64,
+    /// Fresh failures and samples of the windows spent at the resting level
+    /// `rest_level` (not returns from a gift): what the backend fails there
+    /// anyway.
+    rest_level: usize,
+    rest_failures: f64,
+    rest_samples: f64,
+    /// Fresh failures and samples since the last overload, decayed over
+    /// about `NOISE_SAMPLES` samples.
+    run_failures: f64,
+    run_samples: f64,
 }
 
 impl Default for Ceiling {
@@ -337,6 +362,11 @@ impl Ceiling {
             served: None,
             served_at: 0,
             noise: 0.0,
+            rest_level: 0,
+            rest_failures: 0.0,
+            rest_samples: 0.0,
+            run_failures: 0.0,
+            run_samples: 0.0,
         };
         law.rest = law.draw_rest();
         law
@@ -413,18 +443,55 @@ impl Ceiling {
     /// explain: `P(F ≥ failures) < NOISE_SIGNIFICANCE` for `F` Poisson with
     /// mean `noise · samples`.
     fn significant(&self, failures: u64, samples: u64) -> bool {
-        let mu = self.noise * samples as f64;
-        if mu <= 0.0 {
-            return true;
+        significant_at(self.noise, failures, samples)
+    }
+
+    /// Notes a window at `limit` that was not the return from a gift: at the
+    /// resting level, its failures tell what the backend fails there anyway.
+    fn note_rest(&mut self, limit: usize, failures: u64, samples: u64) {
+        let Phase::Known { ceiling } = self.phase else {
+            return;
+        };
+        if limit + 1 != ceiling || self.given > 0 {
+            return;
         }
-        // P(F < f) = Σ_{k < f} e^−μ μ^k / k!, summed until it settles.
-        let mut term = (-mu).exp();
-        let mut below = 0.0;
-        for k in 0..failures.min(1000) {
-            below += term;
-            term *= mu / (k + 1) as f64;
+        if self.rest_level != limit {
+            self.rest_level = limit;
+            self.rest_failures = 0.0;
+            self.rest_samples = 0.0;
         }
-        1.0 - below < NOISE_SIGNIFICANCE
+        let keep = (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64);
+        self.rest_failures = self.rest_failures * keep + failures as f64;
+        self.rest_samples = self.rest_samples * keep + samples as f64;
+    }
+
+    /// Folds a window into the run since the last overload and tells
+    /// whether the run, all together, failed more than background noise
+    /// explains: a soft ceiling fails a few calls in every window above it,
+    /// too few in any one window.
+    fn lossy_run(&mut self, failures: u64, samples: u64) -> bool {
+        let keep = (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64);
+        self.run_failures = self.run_failures * keep + failures as f64;
+        self.run_samples = self.run_samples * keep + samples as f64;
+        significant_with(
+            self.noise,
+            self.run_failures.floor() as u64,
+            self.run_samples.round() as u64,
+            RUN_SIGNIFICANCE,
+        )
+    }
+
+    /// Whether `failures` of `samples` in the window that returned from a
+    /// gift at `limit` are more than the backend fails at that level anyway
+    /// (a soft ceiling fails some calls at every level above it; noise at
+    /// any level): only then did a neighbour take the gift.
+    fn taken(&self, limit: usize, failures: u64, samples: u64) -> bool {
+        let rate = if self.rest_level == limit && self.rest_samples > 0.0 {
+            self.rest_failures / self.rest_samples
+        } else {
+            0.0
+        };
+        significant_at(rate.max(self.noise), failures, samples)
     }
 
     /// Folds a window's failure fraction into the background rate.
@@ -440,8 +507,9 @@ impl Ceiling {
         self.noise = self.noise * keep + fraction * (1.0 - keep);
     }
 
-    /// An overload failure at limit `limit`.
-    fn overloaded(&mut self, limit: usize) -> usize {
+    /// An overload failure at limit `limit`; `taken`: more failed than the
+    /// backend fails at that level anyway (see [`Ceiling::taken`]).
+    fn overloaded(&mut self, limit: usize, taken: bool) -> usize {
         self.found = 0;
         if std::mem::take(&mut self.room) {
             // Room found at the ceiling ran out within two windows: it was
@@ -449,7 +517,7 @@ impl Ceiling {
             self.since_neighbour = 0;
         }
         let given = std::mem::take(&mut self.given);
-        if given > 0 {
+        if given > 0 && taken {
             // The climb back from an exchange failed: a neighbour took the
             // permits given. Rest one below this, or the whole gift below it
             // when that was EXCHANGE_TAKEN_WHOLE or more — or, when the
@@ -687,9 +755,14 @@ impl Ceiling {
             }
         }
         let all_failed = w.failures + w.stale_failures;
-        if w.failures > 0 && self.significant(w.failures, w.samples) {
+        let taken = self.taken(limit, w.failures, w.samples);
+        self.note_rest(limit, w.failures, w.samples);
+        let lossy = self.lossy_run(w.failures, w.samples);
+        if w.failures > 0 && (self.significant(w.failures, w.samples) || lossy) {
             self.learn_noise(all_failed, w.samples);
-            return self.overloaded(limit);
+            self.run_failures = 0.0;
+            self.run_samples = 0.0;
+            return self.overloaded(limit, taken);
         }
         // No fresh failure, or no more than the background rate explains:
         // the window counts as clean.
@@ -742,6 +815,29 @@ impl Ceiling {
             neighbour: self.neighbour(),
         }
     }
+}
+
+/// Whether `failures` of `samples` are more than a failure rate of `rate`
+/// per sample could explain: `P(F ≥ failures) < NOISE_SIGNIFICANCE` for `F`
+/// Poisson with mean `rate · samples`.
+fn significant_at(rate: f64, failures: u64, samples: u64) -> bool {
+    significant_with(rate, failures, samples, NOISE_SIGNIFICANCE)
+}
+
+/// [`significant_at`] at the level `alpha`.
+fn significant_with(rate: f64, failures: u64, samples: u64, alpha: f64) -> bool {
+    let mu = rate * samples as f64;
+    if mu <= 0.0 {
+        return true;
+    }
+    // P(F < f) = Σ_{k < f} e^−μ μ^k / k!, summed until it settles.
+    let mut term = (-mu).exp();
+    let mut below = 0.0;
+    for k in 0..failures.min(1000) {
+        below += term;
+        term *= mu / (k + 1) as f64;
+    }
+    1.0 - below < alpha
 }
 
 #[cfg(test)]
@@ -1255,6 +1351,76 @@ mod tests {
             rests(&mut Ceiling::default()),
             rests(&mut Ceiling::default())
         );
+    }
+
+    #[test]
+    fn ceiling_reads_a_failed_return_as_a_neighbour_only_above_what_its_rest_level_fails() {
+        // Gave two (30 → 28); the return to 30 fails on its first two
+        // samples. Where windows at 30 failed a quarter of their calls (a
+        // soft ceiling), one failure in two is what 30 fails anyway: no
+        // neighbour took the gift. The law reads it as a failure at its
+        // resting level (a tenth down), not as a gift taken.
+        let returning = |rest_failures: f64| Ceiling {
+            phase: Phase::Known { ceiling: 31 },
+            given: 2,
+            rest_level: 30,
+            rest_failures,
+            rest_samples: 200.0,
+            ..Ceiling::default()
+        };
+        let mut soft = returning(50.0);
+        assert_eq!(soft.next_limit(30, &win(1, 1, 30, 50.0, 3)), 27);
+        assert!(!soft.neighbour());
+        assert_eq!(soft.given, 0);
+        // Where 30 failed nothing, the same failure is a neighbour's: the
+        // gift is lost as one permit.
+        let mut hard = returning(0.0);
+        assert_eq!(hard.next_limit(30, &win(1, 1, 30, 50.0, 3)), 29);
+        assert!(hard.neighbour());
+        // Four failures in four samples are more than a quarter explains
+        // (P ≈ 0.02): a neighbour took it there too.
+        let mut soft = returning(50.0);
+        assert_eq!(soft.next_limit(30, &win(0, 4, 30, 50.0, 3)), 29);
+        assert!(soft.neighbour());
+        // The rate is that of the resting level only: a return to another
+        // level compares with noise alone.
+        let mut elsewhere = returning(50.0);
+        elsewhere.rest_level = 25;
+        assert_eq!(elsewhere.next_limit(30, &win(1, 1, 30, 50.0, 3)), 29);
+        assert!(elsewhere.neighbour());
+    }
+
+    #[test]
+    fn ceiling_cuts_when_its_windows_fail_together_more_than_noise_explains() {
+        let resting = || Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            // No probe, no yield in these windows.
+            rest: 100,
+            yield_backoff: 16,
+            noise: 0.01,
+            ..Ceiling::default()
+        };
+        // One failure in 19 samples: at 1 % noise no single window is
+        // overload (P ≈ 0.17), and none teaches the background rate (more
+        // than 5 % failed). Five such windows in a row hold 4 failures in
+        // 91 samples (decayed; P ≈ 0.014); the sixth, 5 in 109 (P ≈ 0.005 <
+        // 0.01): a soft ceiling fails a few calls in every window. Cut a
+        // tenth.
+        let mut law = resting();
+        let failing = win(18, 1, 20, 50.0, 50);
+        for window in 1..=5 {
+            assert_eq!(law.next_limit(20, &failing), 20, "window {window}");
+        }
+        assert_eq!(law.next_limit(20, &failing), 18);
+        // The count starts again after the cut.
+        assert_eq!((law.run_failures, law.run_samples), (0.0, 0.0));
+        // One failure in 100 samples is what 1 % noise makes: it never adds
+        // up to overload.
+        let mut law = resting();
+        let noisy = win(99, 1, 20, 50.0, 280);
+        for window in 1..=50 {
+            assert_eq!(law.next_limit(20, &noisy), 20, "window {window}");
+        }
     }
 
     #[test]
