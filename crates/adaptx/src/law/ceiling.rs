@@ -32,6 +32,10 @@ const RUN_SIGNIFICANCE: f64 = 0.01;
 /// The background failure rate learns over about this many samples.
 const NOISE_SAMPLES: f64 = 1000.0;
 
+/// The windows below the resting level bound the background rate once they
+/// carry this much of the learning's weight (about 360 samples of 1000).
+const NOISE_BELOW_WEIGHT: f64 = 0.3;
+
 /// A window in which more than this fraction failed teaches the background
 /// rate nothing: it was overload.
 const NOISE_MAX_FRACTION: f64 = 0.05;
@@ -157,12 +161,15 @@ enum Phase {
 ///   could not explain them: the law learns the rate of failures that come at
 ///   any load (from windows where at most 5 % failed), and a window whose
 ///   failures a Poisson count at that rate would reach with probability 5 %
-///   or more is clean — a flaky network costs no capacity. The windows since
-///   the last overload count together too: when their fresh failures, all
-///   together (decayed over about 1000 samples), are more than noise
-///   explains at the 1 % level, the window with the last of them is
-///   overload. A soft ceiling fails a few calls in every window above it,
-///   too few in any one window (the window closes on the first).
+///   or more is clean — a flaky network costs no capacity. Noise fails at any
+///   load, so the rate is no higher than what the windows below the resting
+///   level fail, once they have said enough (~360 samples): a soft ceiling,
+///   whose errors rise with load, fails less there, and its failures at rest
+///   are overload. The windows since the last overload count together too:
+///   when their fresh failures, all together (decayed over about 1000
+///   samples), are more than noise explains at the 1 % level, the window with
+///   the last of them is overload — a soft ceiling fails a few calls in every
+///   window above it, too few in any one (the window closes on the first).
 /// - **Ceiling memory.** It remembers the lowest limit that failed, rests one
 ///   below it, and every 2–4 windows (jittered) probes it: the probe costs one
 ///   rejection when the ceiling is still there. A clean probe takes the
@@ -208,10 +215,10 @@ enum Phase {
 ///   Ehrenfest's urns, each share spread about `√share` around the fair
 ///   one; on a schedule only who takes a gift is left to chance. A gift
 ///   lasts one window: the limit returns to rest in one step. A return that
-///   fails was taken only if it failed more than the windows at that resting
-///   level fail anyway (a soft ceiling fails some calls at every level above
-///   it; a single client there took its own failures for a neighbour's and
-///   ran the exchange); otherwise it is a failure at rest. Room given
+///   fails counts as taken only if it failed more than the windows at that
+///   resting level fail (a soft ceiling fails some calls at every level
+///   above it, and a single client there would take its own failures for a
+///   neighbour's); otherwise it is a failure at rest. Room given
 ///   and taken costs a permit (a return that fails rests one lower, or at
 ///   what was served if the backend served less; one that fails again cuts
 ///   again), or the whole gift when it was three or more (only a limit
@@ -307,11 +314,15 @@ pub struct Ceiling {
     served: Option<f64>,
     served_at: usize,
     /// Background failure probability per sample (failures that come at any
-    /// load: a flaky network).
+    /// load: a flaky network), learned from every window...
     noise: f64,
+    /// ...and from the windows below the resting level alone (weighted sum
+    /// and weight): noise fails there as often, a soft ceiling less.
+    noise_below: f64,
+    noise_below_weight: f64,
     /// Fresh failures and samples of the windows spent at the resting level
-    /// `rest_level` (not returns from a gift): what the backend fails there
-    /// anyway.
+    /// `rest_level` (not a gift's windows nor its return), overload
+    /// included: what the backend fails there.
     rest_level: usize,
     rest_failures: f64,
     rest_samples: f64,
@@ -362,6 +373,8 @@ impl Ceiling {
             served: None,
             served_at: 0,
             noise: 0.0,
+            noise_below: 0.0,
+            noise_below_weight: 0.0,
             rest_level: 0,
             rest_failures: 0.0,
             rest_samples: 0.0,
@@ -443,11 +456,26 @@ impl Ceiling {
     /// explain: `P(F ≥ failures) < NOISE_SIGNIFICANCE` for `F` Poisson with
     /// mean `noise · samples`.
     fn significant(&self, failures: u64, samples: u64) -> bool {
-        significant_at(self.noise, failures, samples)
+        significant_at(self.noise_rate(), failures, samples)
     }
 
-    /// Notes a window at `limit` that was not the return from a gift: at the
-    /// resting level, its failures tell what the backend fails there anyway.
+    /// The background failure rate: the one learned from every window, but
+    /// no more than the windows below the resting level fail once they have
+    /// said enough. Noise fails at any load; a soft ceiling fails some calls
+    /// in every window above it, and learned from them alone the rate rose
+    /// with the limit (to 2–4 % on a ceiling whose errors start at 20 and
+    /// reach all calls at 80), so that one failure in a window was never
+    /// overload and the limit rested where a quarter of its calls failed.
+    fn noise_rate(&self) -> f64 {
+        if self.noise_below_weight >= NOISE_BELOW_WEIGHT {
+            self.noise.min(self.noise_below / self.noise_below_weight)
+        } else {
+            self.noise
+        }
+    }
+
+    /// Notes a window at `limit`: at the resting level, and neither a gift's
+    /// window nor its return, its failures tell what the backend fails there.
     fn note_rest(&mut self, limit: usize, failures: u64, samples: u64) {
         let Phase::Known { ceiling } = self.phase else {
             return;
@@ -474,7 +502,7 @@ impl Ceiling {
         self.run_failures = self.run_failures * keep + failures as f64;
         self.run_samples = self.run_samples * keep + samples as f64;
         significant_with(
-            self.noise,
+            self.noise_rate(),
             self.run_failures.floor() as u64,
             self.run_samples.round() as u64,
             RUN_SIGNIFICANCE,
@@ -491,11 +519,12 @@ impl Ceiling {
         } else {
             0.0
         };
-        significant_at(rate.max(self.noise), failures, samples)
+        significant_at(rate.max(self.noise_rate()), failures, samples)
     }
 
-    /// Folds a window's failure fraction into the background rate.
-    fn learn_noise(&mut self, failures: u64, samples: u64) {
+    /// Folds a window's failure fraction into the background rate; `below`:
+    /// the window ran below the resting level.
+    fn learn_noise(&mut self, failures: u64, samples: u64, below: bool) {
         if samples == 0 {
             return;
         }
@@ -505,6 +534,10 @@ impl Ceiling {
         }
         let keep = (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64);
         self.noise = self.noise * keep + fraction * (1.0 - keep);
+        if below {
+            self.noise_below = self.noise_below * keep + fraction * (1.0 - keep);
+            self.noise_below_weight = self.noise_below_weight * keep + (1.0 - keep);
+        }
     }
 
     /// An overload failure at limit `limit`; `taken`: more failed than the
@@ -755,18 +788,19 @@ impl Ceiling {
             }
         }
         let all_failed = w.failures + w.stale_failures;
+        let below = matches!(self.phase, Phase::Known { ceiling } if limit + 1 < ceiling);
         let taken = self.taken(limit, w.failures, w.samples);
         self.note_rest(limit, w.failures, w.samples);
         let lossy = self.lossy_run(w.failures, w.samples);
         if w.failures > 0 && (self.significant(w.failures, w.samples) || lossy) {
-            self.learn_noise(all_failed, w.samples);
+            self.learn_noise(all_failed, w.samples, below);
             self.run_failures = 0.0;
             self.run_samples = 0.0;
             return self.overloaded(limit, taken);
         }
         // No fresh failure, or no more than the background rate explains:
         // the window counts as clean.
-        self.learn_noise(all_failed, w.samples);
+        self.learn_noise(all_failed, w.samples, below);
         if let (Some(floor), Some(m)) = (self.floor, mean_ok) {
             let allowed = floor * (1.0 + self.tolerance);
             if m > allowed && !app_limited(limit, w.peak_in_flight) {
@@ -791,7 +825,8 @@ impl Ceiling {
         // Quiet: background noise would fail fewer than one sample in twenty
         // windows like this one (the rate learned from the first windows
         // decays toward zero but never reaches it), and nothing failed late.
-        let quiet = self.noise * (w.samples as f64) < NOISE_SIGNIFICANCE && w.stale_failures == 0;
+        let quiet =
+            self.noise_rate() * (w.samples as f64) < NOISE_SIGNIFICANCE && w.stale_failures == 0;
         self.grow(limit, quiet)
     }
 
@@ -809,7 +844,7 @@ impl Ceiling {
             floor_nanos: self.floor,
             served: self.served,
             served_at: self.served_at,
-            noise: self.noise,
+            noise: self.noise_rate(),
             probing_floor: self.floor_probe.is_some(),
             yielding: self.yielding,
             neighbour: self.neighbour(),
@@ -826,18 +861,47 @@ fn significant_at(rate: f64, failures: u64, samples: u64) -> bool {
 
 /// [`significant_at`] at the level `alpha`.
 fn significant_with(rate: f64, failures: u64, samples: u64, alpha: f64) -> bool {
+    if failures == 0 {
+        return false;
+    }
     let mu = rate * samples as f64;
     if mu <= 0.0 {
         return true;
     }
-    // P(F < f) = Σ_{k < f} e^−μ μ^k / k!, summed until it settles.
-    let mut term = (-mu).exp();
+    let f = failures as f64;
+    // At or below the mean, P(F ≥ f) is near a half or more (the median of
+    // a Poisson count lies within one of its mean); ten deviations above
+    // it, below 1e-20.
+    if f <= mu {
+        return false;
+    }
+    let spread = 10.0 * mu.sqrt() + 10.0;
+    if f > mu + spread {
+        return true;
+    }
+    // P(F < f) = Σ_{k < f} e^−μ μ^k / k!, from ten deviations below the mean
+    // (what lies below is under 1e-20), each term from its logarithm: at a
+    // large μ the first terms underflow to zero, and a product from them
+    // would stay zero.
+    let ln_mu = mu.ln();
+    let start = (mu - spread).max(0.0).floor() as u64;
+    let mut ln_term = -mu + start as f64 * ln_mu - ln_factorial(start);
     let mut below = 0.0;
-    for k in 0..failures.min(1000) {
-        below += term;
-        term *= mu / (k + 1) as f64;
+    for k in start..failures {
+        below += ln_term.exp();
+        ln_term += ln_mu - ((k + 1) as f64).ln();
     }
     1.0 - below < alpha
+}
+
+/// `ln n!`: summed below 20, Stirling's series above (error below 1e-12).
+fn ln_factorial(n: u64) -> f64 {
+    if n < 20 {
+        return (2..=n).map(|k| (k as f64).ln()).sum();
+    }
+    let n = n as f64;
+    n * n.ln() - n + 0.5 * (2.0 * std::f64::consts::PI * n).ln() + 1.0 / (12.0 * n)
+        - 1.0 / (360.0 * n.powi(3))
 }
 
 #[cfg(test)]
@@ -866,6 +930,18 @@ mod tests {
     /// A saturated window at limit `l` of a 50 ms backend: `l` served.
     fn full(l: usize) -> WindowSummary {
         win(20 * l as u64, 0, l, 50.0, 1000)
+    }
+
+    /// A law resting below `ceiling` with background rate `noise`, that
+    /// neither probes nor yields for a hundred windows.
+    fn resting(ceiling: usize, noise: f64) -> Ceiling {
+        Ceiling {
+            phase: Phase::Known { ceiling },
+            rest: 100,
+            yield_backoff: 16,
+            noise,
+            ..Ceiling::default()
+        }
     }
 
     #[test]
@@ -1391,22 +1467,46 @@ mod tests {
     }
 
     #[test]
+    fn ceiling_learns_what_its_resting_level_fails_from_its_windows_at_rest_alone() {
+        // 5 % noise: one failure in 100 samples is clean.
+        let mut law = resting(31, 0.05);
+        let one_in_100 = win(99, 1, 30, 50.0, 280);
+        for _ in 0..2 {
+            assert_eq!(law.next_limit(30, &one_in_100), 30);
+        }
+        assert_eq!(law.rest_level, 30);
+        let rate = law.rest_failures / law.rest_samples;
+        assert!((rate - 0.01).abs() < 1e-9, "{rate}");
+        let before = (law.rest_failures, law.rest_samples);
+        // A gift's window (below rest) and its return (at rest) are not
+        // what the level fails: they are left out.
+        law.given = 2;
+        let gift = win(99, 1, 28, 50.0, 280);
+        assert_eq!(law.next_limit(28, &gift), 30);
+        assert_eq!((law.rest_failures, law.rest_samples), before);
+        assert_eq!(law.next_limit(30, &one_in_100), 30);
+        assert_eq!((law.rest_failures, law.rest_samples), before);
+        // The next window at rest counts again.
+        assert_eq!(law.next_limit(30, &one_in_100), 30);
+        assert!(law.rest_samples > before.1);
+        // A new resting level starts afresh.
+        law.phase = Phase::Known { ceiling: 26 };
+        assert_eq!(law.next_limit(25, &win(100, 0, 25, 50.0, 280)), 25);
+        assert_eq!(law.rest_level, 25);
+        assert_eq!(law.rest_failures, 0.0);
+        assert!((law.rest_samples - 100.0).abs() < 1e-9);
+    }
+
+    #[test]
     fn ceiling_cuts_when_its_windows_fail_together_more_than_noise_explains() {
-        let resting = || Ceiling {
-            phase: Phase::Known { ceiling: 21 },
-            // No probe, no yield in these windows.
-            rest: 100,
-            yield_backoff: 16,
-            noise: 0.01,
-            ..Ceiling::default()
-        };
+        let fresh = || resting(21, 0.01);
         // One failure in 19 samples: at 1 % noise no single window is
         // overload (P ≈ 0.17), and none teaches the background rate (more
         // than 5 % failed). Five such windows in a row hold 4 failures in
         // 91 samples (decayed; P ≈ 0.014); the sixth, 5 in 109 (P ≈ 0.005 <
         // 0.01): a soft ceiling fails a few calls in every window. Cut a
         // tenth.
-        let mut law = resting();
+        let mut law = fresh();
         let failing = win(18, 1, 20, 50.0, 50);
         for window in 1..=5 {
             assert_eq!(law.next_limit(20, &failing), 20, "window {window}");
@@ -1416,11 +1516,81 @@ mod tests {
         assert_eq!((law.run_failures, law.run_samples), (0.0, 0.0));
         // One failure in 100 samples is what 1 % noise makes: it never adds
         // up to overload.
-        let mut law = resting();
+        let mut law = fresh();
         let noisy = win(99, 1, 20, 50.0, 280);
         for window in 1..=50 {
             assert_eq!(law.next_limit(20, &noisy), 20, "window {window}");
         }
+    }
+
+    #[test]
+    fn ceiling_bounds_its_noise_by_what_fails_below_its_resting_level() {
+        let fresh = || resting(31, 0.0);
+        // 3 % of the calls failed in the windows at rest (30).
+        let learned_at_rest = || {
+            let mut law = fresh();
+            for _ in 0..40 {
+                law.learn_noise(3, 100, false);
+            }
+            assert!((law.noise - 0.03).abs() < 0.001, "{}", law.noise);
+            law
+        };
+        // One failure in 50 samples (a window too short to measure what
+        // was served).
+        let one_in_50 = win(49, 1, 30, 50.0, 90);
+        // The windows below rest failed as often: that is noise, and the
+        // failure with it.
+        let mut noise = learned_at_rest();
+        for _ in 0..5 {
+            noise.learn_noise(3, 100, true);
+        }
+        assert!((noise.noise_rate() - 0.03).abs() < 0.001);
+        assert_eq!(noise.next_limit(30, &one_in_50), 30);
+        // They failed nothing: the failures came with the load (a soft
+        // ceiling), and the failure at rest is overload (a tenth down).
+        let mut soft = learned_at_rest();
+        for _ in 0..5 {
+            soft.learn_noise(0, 100, true);
+        }
+        assert_eq!(soft.noise_rate(), 0.0);
+        assert_eq!(soft.next_limit(30, &one_in_50), 27);
+        // Until the windows below rest have said enough (~360 samples), the
+        // rate learned from every window stands.
+        let mut early = learned_at_rest();
+        for _ in 0..3 {
+            early.learn_noise(0, 100, true);
+        }
+        assert!(early.noise_rate() > 0.02);
+        assert_eq!(early.next_limit(30, &one_in_50), 30);
+        // Windows below the resting level teach it; windows at rest do not.
+        let mut law = fresh();
+        law.next_limit(30, &win(100, 0, 30, 50.0, 280));
+        assert_eq!(law.noise_below_weight, 0.0);
+        law.next_limit(27, &win(100, 0, 27, 50.0, 280));
+        assert!(law.noise_below_weight > 0.09, "{}", law.noise_below_weight);
+    }
+
+    #[test]
+    fn ceiling_tests_failures_against_a_rate_at_any_window_size() {
+        // P(F ≥ f) for F Poisson with mean μ, against 5 % (hand-computed
+        // tails in the comments).
+        assert!(!significant_at(0.01, 0, 100));
+        assert!(significant_at(0.0, 1, 100));
+        // μ = 10: P(F ≥ 15) ≈ 0.083, P(F ≥ 16) ≈ 0.049, P(F ≥ 18) ≈ 0.014.
+        assert!(!significant_at(0.01, 15, 1000));
+        assert!(significant_at(0.01, 16, 1000));
+        assert!(significant_at(0.01, 18, 1000));
+        // μ = 1000 at 1 %: P(F ≥ 1060) ≈ 0.031, P(F ≥ 1080) ≈ 0.0064.
+        assert!(!significant_with(1.0, 1060, 1000, 0.01));
+        assert!(significant_with(1.0, 1080, 1000, 0.01));
+        // μ = 30000: P(F ≥ 30400) ≈ 0.011, P(F ≥ 30600) ≈ 0.0003. A product
+        // of terms from e^−μ underflowed to zero above μ ≈ 745 and found
+        // nothing significant: not even every call of 4000 failing where a
+        // quarter fail.
+        assert!(!significant_with(0.3, 30_400, 100_000, 0.01));
+        assert!(significant_with(0.3, 30_600, 100_000, 0.01));
+        assert!(significant_at(0.25, 4000, 4000));
+        assert!(significant_at(0.05, 20_000, 20_000));
     }
 
     #[test]
@@ -1434,7 +1604,7 @@ mod tests {
         assert!(law.significant(1, 400));
         // A long stretch with 1 % of failures in each window.
         for _ in 0..20 {
-            law.learn_noise(4, 400);
+            law.learn_noise(4, 400, false);
         }
         assert!((law.noise - 0.01).abs() < 0.001, "{}", law.noise);
         // One failure in 100 samples is what 1 % noise makes: not overload,
@@ -1447,7 +1617,7 @@ mod tests {
         assert!(law.significant(8, 100));
         // Overload windows teach the background rate nothing.
         let before = law.noise;
-        law.learn_noise(50, 100);
+        law.learn_noise(50, 100, false);
         assert_eq!(law.noise, before);
     }
 
