@@ -33,8 +33,12 @@ const RUN_SIGNIFICANCE: f64 = 0.01;
 const NOISE_SAMPLES: f64 = 1000.0;
 
 /// The windows below the resting level bound the background rate once they
-/// carry this much of the learning's weight (about 360 samples of 1000).
+/// carry this much of the learning's weight (about 360 samples of 1000)...
 const NOISE_BELOW_WEIGHT: f64 = 0.3;
+
+/// ...below the lowest resting level of the last this many windows (or
+/// more: the reference restarts at the current level after this many).
+const NOISE_BELOW_WINDOWS: u32 = 200;
 
 /// A window in which more than this fraction failed teaches the background
 /// rate nothing: it was overload.
@@ -162,10 +166,10 @@ enum Phase {
 ///   any load (from windows where at most 5 % failed), and a window whose
 ///   failures a Poisson count at that rate would reach with probability 5 %
 ///   or more is clean — a flaky network costs no capacity. Noise fails at any
-///   load, so the rate is no higher than what the windows below the resting
-///   level fail, once they have said enough (~360 samples): a soft ceiling,
-///   whose errors rise with load, fails less there, and its failures at rest
-///   are overload. The windows since the last overload count together too:
+///   load, so the rate is no higher than what the windows below the lowest
+///   resting level of the last 200 windows fail, once they have said enough
+///   (~360 samples): a soft ceiling, whose errors rise with load, fails less
+///   there, and its failures at rest are overload. The windows since the last overload count together too:
 ///   when their fresh failures, all together (decayed over about 1000
 ///   samples), are more than noise explains at the 1 % level, the window with
 ///   the last of them is overload — a soft ceiling fails a few calls in every
@@ -316,10 +320,14 @@ pub struct Ceiling {
     /// Background failure probability per sample (failures that come at any
     /// load: a flaky network), learned from every window...
     noise: f64,
-    /// ...and from the windows below the resting level alone (weighted sum
-    /// and weight): noise fails there as often, a soft ceiling less.
+    /// ...and from the windows below the lowest recent resting level alone
+    /// (weighted sum and weight): noise fails there as often, a soft ceiling
+    /// less.
     noise_below: f64,
     noise_below_weight: f64,
+    /// That lowest recent resting level, and the windows since it was set.
+    lowest_rest: usize,
+    lowest_rest_age: u32,
     /// Fresh failures and samples of the windows spent at the resting level
     /// `rest_level` (not a gift's windows nor its return), overload
     /// included: what the backend fails there.
@@ -375,6 +383,8 @@ impl Ceiling {
             noise: 0.0,
             noise_below: 0.0,
             noise_below_weight: 0.0,
+            lowest_rest: usize::MAX,
+            lowest_rest_age: 0,
             rest_level: 0,
             rest_failures: 0.0,
             rest_samples: 0.0,
@@ -460,8 +470,8 @@ impl Ceiling {
     }
 
     /// The background failure rate: the one learned from every window, but
-    /// no more than the windows below the resting level fail once they have
-    /// said enough. Noise fails at any load; a soft ceiling fails some calls
+    /// no more than the windows below the lowest recent resting level fail
+    /// once they have said enough. Noise fails at any load; a soft ceiling fails some calls
     /// in every window above it, and learned from them alone the rate rose
     /// with the limit (to 2–4 % on a ceiling whose errors start at 20 and
     /// reach all calls at 80), so that one failure in a window was never
@@ -522,8 +532,26 @@ impl Ceiling {
         significant_at(rate.max(self.noise_rate()), failures, samples)
     }
 
+    /// Whether a window at `limit` ran below the lowest resting level of the
+    /// last [`NOISE_BELOW_WINDOWS`] windows (or so). Below the current
+    /// resting level alone was not enough: when the limit crept up a soft
+    /// ceiling, the levels just below it failed almost as much, and the
+    /// bound rose with it.
+    fn below_lowest_rest(&mut self, limit: usize) -> bool {
+        let Phase::Known { ceiling } = self.phase else {
+            return false;
+        };
+        let rest = ceiling.saturating_sub(1);
+        self.lowest_rest_age += 1;
+        if rest < self.lowest_rest || self.lowest_rest_age > NOISE_BELOW_WINDOWS {
+            self.lowest_rest = rest;
+            self.lowest_rest_age = 0;
+        }
+        limit < self.lowest_rest
+    }
+
     /// Folds a window's failure fraction into the background rate; `below`:
-    /// the window ran below the resting level.
+    /// the window ran below the lowest recent resting level.
     fn learn_noise(&mut self, failures: u64, samples: u64, below: bool) {
         if samples == 0 {
             return;
@@ -788,7 +816,7 @@ impl Ceiling {
             }
         }
         let all_failed = w.failures + w.stale_failures;
-        let below = matches!(self.phase, Phase::Known { ceiling } if limit + 1 < ceiling);
+        let below = self.below_lowest_rest(limit);
         let taken = self.taken(limit, w.failures, w.samples);
         self.note_rest(limit, w.failures, w.samples);
         let lossy = self.lossy_run(w.failures, w.samples);
@@ -1568,6 +1596,26 @@ mod tests {
         assert_eq!(law.noise_below_weight, 0.0);
         law.next_limit(27, &win(100, 0, 27, 50.0, 280));
         assert!(law.noise_below_weight > 0.09, "{}", law.noise_below_weight);
+        // Below the lowest resting level of the last 200 windows, not the
+        // current one: a limit that crept up a soft ceiling from 25 to 30
+        // learns nothing from 28, where it failed almost as much.
+        let mut law = resting(26, 0.0);
+        law.next_limit(25, &win(100, 0, 25, 50.0, 280));
+        law.phase = Phase::Known { ceiling: 31 };
+        law.next_limit(28, &win(100, 0, 28, 50.0, 280));
+        assert_eq!(law.noise_below_weight, 0.0);
+        law.next_limit(24, &win(100, 0, 24, 50.0, 280));
+        assert!(law.noise_below_weight > 0.09);
+        // After 200 windows the reference restarts where the limit rests.
+        let mut law = resting(26, 0.0);
+        law.next_limit(25, &win(100, 0, 25, 50.0, 280));
+        law.phase = Phase::Known { ceiling: 31 };
+        for _ in 0..=NOISE_BELOW_WINDOWS {
+            law.next_limit(30, &win(100, 0, 30, 50.0, 280));
+        }
+        assert_eq!(law.lowest_rest, 30);
+        law.next_limit(28, &win(100, 0, 28, 50.0, 280));
+        assert!(law.noise_below_weight > 0.09);
     }
 
     #[test]
