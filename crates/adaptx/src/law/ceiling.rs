@@ -168,8 +168,9 @@ enum Phase {
 ///   or more is clean — a flaky network costs no capacity. Noise fails at any
 ///   load, so the rate is no higher than what the windows below the lowest
 ///   resting level of the last 200 windows fail, once they have said enough
-///   (~360 samples): a soft ceiling, whose errors rise with load, fails less
-///   there, and its failures at rest are overload. The windows since the last overload count together too:
+///   (~360 samples; forgotten when the limit comes to rest lower still): a
+///   soft ceiling, whose errors rise with load, fails less there, and its
+///   failures at rest are overload. The windows since the last overload count together too:
 ///   when their fresh failures, all together (decayed over about 1000
 ///   samples), are more than noise explains at the 1 % level, the window with
 ///   the last of them is overload — a soft ceiling fails a few calls in every
@@ -543,6 +544,15 @@ impl Ceiling {
         };
         let rest = ceiling.saturating_sub(1);
         self.lowest_rest_age += 1;
+        if rest < self.lowest_rest && self.lowest_rest != usize::MAX {
+            // A new lowest resting level: what failed below the old one is
+            // not evidence about the levels below this one. Kept, a rate of
+            // zero learned while the network was clean bound the noise that
+            // began later, and each of its failures cut the limit further
+            // (to a tenth of the capacity, for good).
+            self.noise_below = 0.0;
+            self.noise_below_weight = 0.0;
+        }
         if rest < self.lowest_rest || self.lowest_rest_age > NOISE_BELOW_WINDOWS {
             self.lowest_rest = rest;
             self.lowest_rest_age = 0;
@@ -1606,6 +1616,18 @@ mod tests {
         assert_eq!(law.noise_below_weight, 0.0);
         law.next_limit(24, &win(100, 0, 24, 50.0, 280));
         assert!(law.noise_below_weight > 0.09);
+        // A new lowest resting level forgets what the windows below the old
+        // one said: a clean past does not bound noise that began later.
+        let mut law = resting(31, 0.0);
+        law.next_limit(30, &win(100, 0, 30, 50.0, 280));
+        for _ in 0..5 {
+            law.next_limit(27, &win(100, 0, 27, 50.0, 280));
+        }
+        assert!(law.noise_below_weight >= NOISE_BELOW_WEIGHT);
+        law.phase = Phase::Known { ceiling: 25 };
+        law.next_limit(24, &win(100, 0, 24, 50.0, 280));
+        assert_eq!(law.lowest_rest, 24);
+        assert_eq!((law.noise_below, law.noise_below_weight), (0.0, 0.0));
         // After 200 windows the reference restarts where the limit rests.
         let mut law = resting(26, 0.0);
         law.next_limit(25, &win(100, 0, 25, 50.0, 280));
