@@ -918,9 +918,9 @@ fn significant_with(rate: f64, failures: u64, samples: u64, alpha: f64) -> bool 
         return true;
     }
     // P(F < f) = Σ_{k < f} e^−μ μ^k / k!, from ten deviations below the mean
-    // (what lies below is about 2e-20 at most), each term from its logarithm: at a
-    // large μ the first terms underflow to zero, and a product from them
-    // would stay zero.
+    // (what lies below is about 2e-20 at most), each term from its
+    // logarithm: at a large μ the first terms underflow to zero, and a
+    // product from them would stay zero.
     let ln_mu = mu.ln();
     let start = (mu - spread).max(0.0).floor() as u64;
     let mut ln_term = -mu + start as f64 * ln_mu - ln_factorial(start);
@@ -932,7 +932,8 @@ fn significant_with(rate: f64, failures: u64, samples: u64, alpha: f64) -> bool 
     1.0 - below < alpha
 }
 
-/// `ln n!`: summed below 20, Stirling's series above (error 3e-10 at 20, falling as n⁻⁵).
+/// `ln n!`: summed below 20, Stirling's series above (error 3e-10 at 20,
+/// falling as n⁻⁵).
 fn ln_factorial(n: u64) -> f64 {
     if n < 20 {
         return (2..=n).map(|k| (k as f64).ln()).sum();
