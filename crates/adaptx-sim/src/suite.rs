@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 26] = [
+pub const BUILTIN: [(&str, &str); 27] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -118,6 +118,10 @@ pub const BUILTIN: [(&str, &str); 26] = [
     (
         "26-rate-quota.toml",
         include_str!("../scenarios/26-rate-quota.toml"),
+    ),
+    (
+        "27-noise-onset.toml",
+        include_str!("../scenarios/27-noise-onset.toml"),
     ),
 ];
 

@@ -50,7 +50,8 @@ fn the_shipped_scenarios_load() {
             "24-timeouts-adaptive-lifo",
             "24-timeouts-fifo",
             "25-partitions",
-            "26-rate-quota"
+            "26-rate-quota",
+            "27-noise-onset"
         ]
     );
     assert!(
