@@ -170,11 +170,12 @@ enum Phase {
 ///   resting level of the last 200 windows fail, once they have said enough
 ///   (~360 samples; forgotten when the limit comes to rest lower still): a
 ///   soft ceiling, whose errors rise with load, fails less there, and its
-///   failures at rest are overload. The windows since the last overload count together too:
-///   when their fresh failures, all together (decayed over about 1000
-///   samples), are more than noise explains at the 1 % level, the window with
-///   the last of them is overload — a soft ceiling fails a few calls in every
-///   window above it, too few in any one (the window closes on the first).
+///   failures at rest are overload. The windows since the last overload
+///   count together too: when their fresh failures, all together (decayed
+///   over about 1000 samples), are more than noise explains at the 1 %
+///   level, the window with the last of them is overload — a soft ceiling
+///   fails a few calls in every window above it, too few in any one (the
+///   window closes on the first).
 /// - **Ceiling memory.** It remembers the lowest limit that failed, rests one
 ///   below it, and every 2–4 windows (jittered) probes it: the probe costs one
 ///   rejection when the ceiling is still there. A clean probe takes the
@@ -472,11 +473,12 @@ impl Ceiling {
 
     /// The background failure rate: the one learned from every window, but
     /// no more than the windows below the lowest recent resting level fail
-    /// once they have said enough. Noise fails at any load; a soft ceiling fails some calls
-    /// in every window above it, and learned from them alone the rate rose
-    /// with the limit (to 2–4 % on a ceiling whose errors start at 20 and
-    /// reach all calls at 80), so that one failure in a window was never
-    /// overload and the limit rested where a quarter of its calls failed.
+    /// once they have said enough. Noise fails at any load; a soft ceiling
+    /// fails some calls in every window above it, and learned from them
+    /// alone the rate rose with the limit (to 2–4 % on a ceiling whose
+    /// errors start at 20 and reach all calls at 80), so that one failure in
+    /// a window was never overload and the limit rested where a quarter of
+    /// its calls failed.
     fn noise_rate(&self) -> f64 {
         if self.noise_below_weight >= NOISE_BELOW_WEIGHT {
             self.noise.min(self.noise_below / self.noise_below_weight)
