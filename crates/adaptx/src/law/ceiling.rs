@@ -334,12 +334,9 @@ pub struct Ceiling {
     /// `rest_level` (not a gift's windows nor its return), overload
     /// included: what the backend fails there.
     rest_level: usize,
-    rest_failures: f64,
-    rest_samples: f64,
-    /// Fresh failures and samples since the last overload, decayed over
-    /// about `NOISE_SAMPLES` samples.
-    run_failures: f64,
-    run_samples: f64,
+    at_rest: Tally,
+    /// Fresh failures and samples since the last overload.
+    run: Tally,
 }
 
 impl Default for Ceiling {
@@ -388,10 +385,8 @@ impl Ceiling {
             lowest_rest: usize::MAX,
             lowest_rest_age: 0,
             rest_level: 0,
-            rest_failures: 0.0,
-            rest_samples: 0.0,
-            run_failures: 0.0,
-            run_samples: 0.0,
+            at_rest: Tally::default(),
+            run: Tally::default(),
         };
         law.rest = law.draw_rest();
         law
@@ -498,12 +493,9 @@ impl Ceiling {
         }
         if self.rest_level != limit {
             self.rest_level = limit;
-            self.rest_failures = 0.0;
-            self.rest_samples = 0.0;
+            self.at_rest = Tally::default();
         }
-        let keep = (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64);
-        self.rest_failures = self.rest_failures * keep + failures as f64;
-        self.rest_samples = self.rest_samples * keep + samples as f64;
+        self.at_rest.fold(failures, samples);
     }
 
     /// Folds a window into the run since the last overload and tells
@@ -511,13 +503,11 @@ impl Ceiling {
     /// explains: a soft ceiling fails a few calls in every window above it,
     /// too few in any one window.
     fn lossy_run(&mut self, failures: u64, samples: u64) -> bool {
-        let keep = (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64);
-        self.run_failures = self.run_failures * keep + failures as f64;
-        self.run_samples = self.run_samples * keep + samples as f64;
+        self.run.fold(failures, samples);
         significant_with(
             self.noise_rate(),
-            self.run_failures.floor() as u64,
-            self.run_samples.round() as u64,
+            self.run.failures.floor() as u64,
+            self.run.samples.round() as u64,
             RUN_SIGNIFICANCE,
         )
     }
@@ -527,8 +517,8 @@ impl Ceiling {
     /// (a soft ceiling fails some calls at every level above it; noise at
     /// any level): only then did a neighbour take the gift.
     fn taken(&self, limit: usize, failures: u64, samples: u64) -> bool {
-        let rate = if self.rest_level == limit && self.rest_samples > 0.0 {
-            self.rest_failures / self.rest_samples
+        let rate = if self.rest_level == limit && self.at_rest.samples > 0.0 {
+            self.at_rest.failures / self.at_rest.samples
         } else {
             0.0
         };
@@ -572,7 +562,7 @@ impl Ceiling {
         if fraction > NOISE_MAX_FRACTION {
             return;
         }
-        let keep = (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64);
+        let keep = keep(samples);
         self.noise = self.noise * keep + fraction * (1.0 - keep);
         if below {
             self.noise_below = self.noise_below * keep + fraction * (1.0 - keep);
@@ -580,9 +570,9 @@ impl Ceiling {
         }
     }
 
-    /// An overload failure at limit `limit`; `taken`: more failed than the
-    /// backend fails at that level anyway (see [`Ceiling::taken`]).
-    fn overloaded(&mut self, limit: usize, taken: bool) -> usize {
+    /// An overload failure: `failures` fresh ones of `samples` at limit
+    /// `limit`.
+    fn overloaded(&mut self, limit: usize, failures: u64, samples: u64) -> usize {
         self.found = 0;
         if std::mem::take(&mut self.room) {
             // Room found at the ceiling ran out within two windows: it was
@@ -590,7 +580,7 @@ impl Ceiling {
             self.since_neighbour = 0;
         }
         let given = std::mem::take(&mut self.given);
-        if given > 0 && taken {
+        if given > 0 && self.taken(limit, failures, samples) {
             // The climb back from an exchange failed: a neighbour took the
             // permits given. Rest one below this, or the whole gift below it
             // when that was EXCHANGE_TAKEN_WHOLE or more — or, when the
@@ -829,14 +819,12 @@ impl Ceiling {
         }
         let all_failed = w.failures + w.stale_failures;
         let below = self.below_lowest_rest(limit);
-        let taken = self.taken(limit, w.failures, w.samples);
         self.note_rest(limit, w.failures, w.samples);
         let lossy = self.lossy_run(w.failures, w.samples);
         if w.failures > 0 && (self.significant(w.failures, w.samples) || lossy) {
             self.learn_noise(all_failed, w.samples, below);
-            self.run_failures = 0.0;
-            self.run_samples = 0.0;
-            return self.overloaded(limit, taken);
+            self.run = Tally::default();
+            return self.overloaded(limit, w.failures, w.samples);
         }
         // No fresh failure, or no more than the background rate explains:
         // the window counts as clean.
@@ -943,6 +931,29 @@ fn ln_factorial(n: u64) -> f64 {
     let n = n as f64;
     n * n.ln() - n + 0.5 * (2.0 * std::f64::consts::PI * n).ln() + 1.0 / (12.0 * n)
         - 1.0 / (360.0 * n.powi(3))
+}
+
+/// The share of a decayed count kept over `samples` more samples: counts
+/// decay over about [`NOISE_SAMPLES`] samples.
+fn keep(samples: u64) -> f64 {
+    (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64)
+}
+
+/// Fresh failures and samples, decayed over about [`NOISE_SAMPLES`]
+/// samples.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    failures: f64,
+    samples: f64,
+}
+
+impl Tally {
+    /// Folds in a window's `failures` of `samples`.
+    fn fold(&mut self, failures: u64, samples: u64) {
+        let keep = keep(samples);
+        self.failures = self.failures * keep + failures as f64;
+        self.samples = self.samples * keep + samples as f64;
+    }
 }
 
 #[cfg(test)]
@@ -1477,12 +1488,14 @@ mod tests {
         // soft ceiling), one failure in two is what 30 fails anyway: no
         // neighbour took the gift. The law reads it as a failure at its
         // resting level (a tenth down), not as a gift taken.
-        let returning = |rest_failures: f64| Ceiling {
+        let returning = |failures: f64| Ceiling {
             phase: Phase::Known { ceiling: 31 },
             given: 2,
             rest_level: 30,
-            rest_failures,
-            rest_samples: 200.0,
+            at_rest: Tally {
+                failures,
+                samples: 200.0,
+            },
             ..Ceiling::default()
         };
         let mut soft = returning(50.0);
@@ -1516,26 +1529,26 @@ mod tests {
             assert_eq!(law.next_limit(30, &one_in_100), 30);
         }
         assert_eq!(law.rest_level, 30);
-        let rate = law.rest_failures / law.rest_samples;
+        let rate = law.at_rest.failures / law.at_rest.samples;
         assert!((rate - 0.01).abs() < 1e-9, "{rate}");
-        let before = (law.rest_failures, law.rest_samples);
+        let before = (law.at_rest.failures, law.at_rest.samples);
         // A gift's window (below rest) and its return (at rest) are not
         // what the level fails: they are left out.
         law.given = 2;
         let gift = win(99, 1, 28, 50.0, 280);
         assert_eq!(law.next_limit(28, &gift), 30);
-        assert_eq!((law.rest_failures, law.rest_samples), before);
+        assert_eq!((law.at_rest.failures, law.at_rest.samples), before);
         assert_eq!(law.next_limit(30, &one_in_100), 30);
-        assert_eq!((law.rest_failures, law.rest_samples), before);
+        assert_eq!((law.at_rest.failures, law.at_rest.samples), before);
         // The next window at rest counts again.
         assert_eq!(law.next_limit(30, &one_in_100), 30);
-        assert!(law.rest_samples > before.1);
+        assert!(law.at_rest.samples > before.1);
         // A new resting level starts afresh.
         law.phase = Phase::Known { ceiling: 26 };
         assert_eq!(law.next_limit(25, &win(100, 0, 25, 50.0, 280)), 25);
         assert_eq!(law.rest_level, 25);
-        assert_eq!(law.rest_failures, 0.0);
-        assert!((law.rest_samples - 100.0).abs() < 1e-9);
+        assert_eq!(law.at_rest.failures, 0.0);
+        assert!((law.at_rest.samples - 100.0).abs() < 1e-9);
     }
 
     #[test]
@@ -1554,7 +1567,7 @@ mod tests {
         }
         assert_eq!(law.next_limit(20, &failing), 18);
         // The count starts again after the cut.
-        assert_eq!((law.run_failures, law.run_samples), (0.0, 0.0));
+        assert_eq!((law.run.failures, law.run.samples), (0.0, 0.0));
         // One failure in 100 samples is what 1 % noise makes: it never adds
         // up to overload.
         let mut law = fresh();
