@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 27] = [
+pub const BUILTIN: [(&str, &str); 28] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -122,6 +122,10 @@ pub const BUILTIN: [(&str, &str); 27] = [
     (
         "27-noise-onset.toml",
         include_str!("../scenarios/27-noise-onset.toml"),
+    ),
+    (
+        "28-errors-appear.toml",
+        include_str!("../scenarios/28-errors-appear.toml"),
     ),
 ];
 

@@ -51,7 +51,8 @@ fn the_shipped_scenarios_load() {
             "24-timeouts-fifo",
             "25-partitions",
             "26-rate-quota",
-            "27-noise-onset"
+            "27-noise-onset",
+            "28-errors-appear"
         ]
     );
     assert!(

@@ -620,12 +620,19 @@ impl Ceiling {
             // Climbing (slow start, exploring, or back toward the resting
             // level): down to what was served. Measured at a limit the
             // backend could not fill, that is the ceiling; measured at one it
-            // did fill, the ceiling is somewhere up to here.
+            // did fill, the ceiling is somewhere up to here. Served at or
+            // above `limit`, it is older than the ceiling: cut by a tenth.
+            // (Cut to one below, a limit whose calls all failed held for
+            // good when a window of the calls admitted before the cut came
+            // between: an error ceiling that appeared under a limit of 116,
+            // after 100 were served there.)
             _ => match (self.served_below_limit(), self.served) {
-                (Some(served), _) => (served, served + 1),
+                (Some(served), _) if served < limit => (served, served + 1),
                 // `served` held and `limit` failed: try between.
-                (None, Some(n)) => ((n.round() as usize).midpoint(limit), limit),
-                (None, None) => (tenth, limit),
+                (None, Some(n)) if (n.round() as usize) < limit => {
+                    ((n.round() as usize).midpoint(limit), limit)
+                }
+                _ => (tenth, limit),
             },
         };
         let next = next.min(limit - 1).max(1);
@@ -1026,6 +1033,34 @@ mod tests {
         assert_eq!(law.next_limit(20, &full(20)), 30);
         assert_eq!(law.next_limit(30, &win(2, 1, 30, 50.0, 3)), 25);
         assert_eq!(law.phase, Phase::Known { ceiling: 30 });
+    }
+
+    #[test]
+    fn ceiling_cuts_by_a_tenth_when_a_level_it_served_fails() {
+        // 100 workers busy under a limit of 116: 100 served.
+        let mut law = Ceiling::default();
+        assert_eq!(law.next_limit(116, &win(2000, 0, 100, 50.0, 1000)), 116);
+        // Then every call fails: a failure at 116 cuts to what was served.
+        assert_eq!(law.next_limit(116, &win(0, 1, 100, 50.0, 1)), 100);
+        assert_eq!(law.phase, Phase::Known { ceiling: 101 });
+        // 100 fails too, with nothing served since: what was served is older
+        // than the ceiling. Down by a tenth each window, not by one.
+        assert_eq!(law.next_limit(100, &win(0, 1, 100, 50.0, 1)), 90);
+        assert_eq!(law.next_limit(90, &win(0, 1, 90, 50.0, 1)), 81);
+        assert_eq!(law.phase, Phase::Known { ceiling: 90 });
+        // Served measured since, below the failing limit, sets the cut again.
+        assert_eq!(law.next_limit(81, &win(400, 0, 81, 50.0, 1000)), 85);
+        assert_eq!(law.next_limit(85, &win(0, 1, 85, 50.0, 1)), 20);
+        // The same when the limit bound what was served (50 of 50): failures
+        // halve the way down to 50, and at 50 itself cut by a tenth.
+        let mut law = Ceiling::default();
+        assert_eq!(law.next_limit(50, &full(50)), 75);
+        let mut seen = vec![75];
+        for _ in 0..6 {
+            let l = *seen.last().unwrap();
+            seen.push(law.next_limit(l, &win(0, 1, l, 50.0, 1)));
+        }
+        assert_eq!(seen, [75, 62, 56, 53, 51, 50, 45]);
     }
 
     #[test]
