@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 28] = [
+pub const BUILTIN: [(&str, &str); 29] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -126,6 +126,10 @@ pub const BUILTIN: [(&str, &str); 28] = [
     (
         "28-errors-appear.toml",
         include_str!("../scenarios/28-errors-appear.toml"),
+    ),
+    (
+        "29-drop-slow-timeout.toml",
+        include_str!("../scenarios/29-drop-slow-timeout.toml"),
     ),
 ];
 

@@ -52,7 +52,8 @@ fn the_shipped_scenarios_load() {
             "25-partitions",
             "26-rate-quota",
             "27-noise-onset",
-            "28-errors-appear"
+            "28-errors-appear",
+            "29-drop-slow-timeout"
         ]
     );
     assert!(

@@ -134,6 +134,11 @@ const DECREASE: f64 = 0.9;
 /// this many successes.
 const MEASURE_MIN_OK: u64 = 10;
 
+/// Failures that waited this many times the mean success on average were
+/// dropped and timed out (a rejection is faster than a success; an error
+/// past a soft ceiling takes the service time).
+const DROPPED_WAIT: f64 = 4.0;
+
 /// Where a limit is and what it has learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -337,6 +342,9 @@ pub struct Ceiling {
     at_rest: Tally,
     /// Fresh failures and samples since the last overload.
     run: Tally,
+    /// Failures came back long after the service time: the backend drops
+    /// what it cannot take (see [`Ceiling::no_room`]).
+    drops: bool,
 }
 
 impl Default for Ceiling {
@@ -387,6 +395,7 @@ impl Ceiling {
             rest_level: 0,
             at_rest: Tally::default(),
             run: Tally::default(),
+            drops: false,
         };
         law.rest = law.draw_rest();
         law
@@ -640,6 +649,40 @@ impl Ceiling {
         next
     }
 
+    /// After a clean, busy window whose served concurrency was measured: the
+    /// limit when that window tried the ceiling or explored above it and the
+    /// backend served no more than half a permit beyond the level below.
+    /// Room is what the backend serves, not what the limiter lets in: a
+    /// backend that drops what it cannot take answers nothing until the
+    /// client's timeout, so its windows come back clean and busy (the
+    /// dropped calls hold their permits). Counted as room, tries and
+    /// explores climbed to four times a ceiling of 20 behind a 5 s timeout,
+    /// and when the timeouts came the permits they held let nothing through
+    /// for seconds (0.63 of the oracle). Judged so only once failures have
+    /// come back long after the service time ([`Ceiling::drops`]): an open
+    /// demand that does not fill the limit serves less than it too, and
+    /// with every try judged so the limit lagged a demand ramp (0.88 of the
+    /// oracle on scenario 16).
+    fn no_room(&mut self, limit: usize) -> Option<usize> {
+        let served = self.served.filter(|&n| n < limit as f64 - 0.5)?;
+        match self.phase {
+            // A try: back to rest, as after a failed probe; the ceiling
+            // stands.
+            Phase::Known { ceiling } if limit >= ceiling => {
+                self.found = 0;
+                self.room = false;
+                Some(limit - 1)
+            }
+            // Exploring: the ceiling is what was served.
+            Phase::Explore { .. } => {
+                let next = (served.round() as usize).min(limit - 1).max(1);
+                self.remember(next + 1);
+                Some(next)
+            }
+            _ => None,
+        }
+    }
+
     /// The limit after a clean, busy window; `quiet`: nothing failed late in
     /// the window and the learned background rate would fail fewer than one
     /// sample in twenty such windows, so room a probe finds is a neighbour's
@@ -819,14 +862,24 @@ impl Ceiling {
             }
         }
         // Little's law over a window long enough to hold a few round trips.
+        let mut measured = false;
         if let Some(m) = mean_ok {
             if ok >= MEASURE_MIN_OK && w.duration_nanos as f64 >= 2.0 * m {
                 self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
                 self.served = Some(ok as f64 / w.duration_nanos as f64 * m);
                 self.served_at = limit;
+                measured = true;
             }
         }
         let all_failed = w.failures + w.stale_failures;
+        if let Some(m) = mean_ok.filter(|_| all_failed > 0) {
+            // What the failures waited: a backend that drops what it cannot
+            // take answers at the client's timeout, far past its service.
+            let waited = (w.mean_rtt_nanos * w.samples as f64 - m * ok as f64) / all_failed as f64;
+            if waited > DROPPED_WAIT * m {
+                self.drops = true;
+            }
+        }
         let below = self.below_lowest_rest(limit);
         self.note_rest(limit, w.failures, w.samples);
         let lossy = self.lossy_run(w.failures, w.samples);
@@ -864,6 +917,23 @@ impl Ceiling {
         // decays toward zero but never reaches it), and nothing failed late.
         let quiet =
             self.noise_rate() * (w.samples as f64) < NOISE_SIGNIFICANCE && w.stale_failures == 0;
+        if !measured
+            && w.failures == 0
+            && w.stale_failures == 0
+            && self.served.is_some_and(|n| n + 1.0 < limit as f64)
+        {
+            // A clean, busy window above what was served: the backend took
+            // more than that since. Measured a while ago, before the ceiling
+            // moved up, it would set the next cut (a 500 ms backend, whose
+            // 1 s windows are too short to measure, cut from 49 to the 19
+            // served before a step from 20 to 40, every 8 s to the end).
+            self.served = None;
+        }
+        if measured && self.drops {
+            if let Some(next) = self.no_room(limit) {
+                return next;
+            }
+        }
         self.grow(limit, quiet)
     }
 
@@ -1458,6 +1528,83 @@ mod tests {
         assert_eq!(late.next_limit(21, &timing_out), 22);
         late.next_limit(22, &win(2, 1, 22, 50.0, 3));
         assert!(!late.neighbour());
+    }
+
+    #[test]
+    fn ceiling_finds_room_only_where_the_backend_served_more() {
+        // Timeouts seen: one failure that waited 1 s beside 20 successes of
+        // 50 ms. (A rejection, faster than a success, says nothing.)
+        let mut law = Ceiling::default();
+        let mut rejected = win(20, 1, 10, 50.0, 1000);
+        rejected.mean_rtt_nanos = (20.0 * 50.0 + 1.0) / 21.0 * MS;
+        law.next_limit(10, &rejected);
+        assert!(!law.drops);
+        let mut timed_out = rejected;
+        timed_out.mean_rtt_nanos = (20.0 * 50.0 + 1000.0) / 21.0 * MS;
+        law.next_limit(10, &timed_out);
+        assert!(law.drops);
+        let known = || Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            drops: true,
+            ..Ceiling::default()
+        };
+        // A try of 21 after which the backend served 20 (400 successes of
+        // 50 ms in 1 s; the 21st call dropped, holding its permit): no room,
+        // back to rest below the same ceiling.
+        let mut law = known();
+        assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        assert_eq!(law.found, 0);
+        // Served 20.6 at 21: the permit was used (for part of the window).
+        let mut law = known();
+        assert_eq!(law.next_limit(21, &win(412, 0, 21, 50.0, 1000)), 22);
+        assert_eq!(law.phase, Phase::Known { ceiling: 22 });
+        // Too short a window to measure what was served says nothing.
+        let mut law = known();
+        assert_eq!(law.next_limit(21, &win(4, 0, 21, 50.0, 60)), 22);
+        // Where nothing timed out, a demand that does not fill the limit
+        // serves less than it too: the try counts as room, as it always has.
+        let mut law = Ceiling {
+            drops: false,
+            ..known()
+        };
+        assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 22);
+        // Exploring to 35 where 27 was served: the ceiling is 27.
+        let mut law = Ceiling {
+            phase: Phase::Explore { step: 16 },
+            drops: true,
+            ..Ceiling::default()
+        };
+        assert_eq!(law.next_limit(35, &win(540, 0, 35, 50.0, 1000)), 27);
+        assert_eq!(law.phase, Phase::Known { ceiling: 28 });
+        // Below the ceiling (climbing back, at rest) it changes nothing.
+        let mut law = known();
+        assert_eq!(law.next_limit(15, &win(200, 0, 15, 50.0, 1000)), 18);
+    }
+
+    #[test]
+    fn ceiling_forgets_what_was_served_when_a_clean_window_ran_above_it() {
+        // 19 served at 20 long ago; the ceiling has since moved up, and a
+        // 550 ms backend's 1 s windows are too short to measure again.
+        let stale = || Ceiling {
+            phase: Phase::Known { ceiling: 50 },
+            served: Some(19.0),
+            served_at: 20,
+            ..Ceiling::default()
+        };
+        let mut law = stale();
+        // 34 ran clean and busy: the backend takes more than 19 now.
+        assert_eq!(law.next_limit(34, &win(60, 0, 34, 550.0, 1000)), 42);
+        assert_eq!(law.served, None);
+        // So a failure at 42 cuts by a tenth, not to 19.
+        assert_eq!(law.next_limit(42, &win(0, 1, 42, 550.0, 2)), 37);
+        // A window with a failure in it (judged noise) proves nothing.
+        let mut law = Ceiling {
+            noise: 0.05,
+            ..stale()
+        };
+        law.next_limit(34, &win(60, 1, 34, 550.0, 1000));
+        assert_eq!(law.served, Some(19.0));
     }
 
     #[test]
