@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 29] = [
+pub const BUILTIN: [(&str, &str); 30] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -130,6 +130,10 @@ pub const BUILTIN: [(&str, &str); 29] = [
     (
         "29-drop-slow-timeout.toml",
         include_str!("../scenarios/29-drop-slow-timeout.toml"),
+    ),
+    (
+        "30-queue-below-start.toml",
+        include_str!("../scenarios/30-queue-below-start.toml"),
     ),
 ];
 

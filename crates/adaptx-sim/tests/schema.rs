@@ -53,7 +53,8 @@ fn the_shipped_scenarios_load() {
             "26-rate-quota",
             "27-noise-onset",
             "28-errors-appear",
-            "29-drop-slow-timeout"
+            "29-drop-slow-timeout",
+            "30-queue-below-start"
         ]
     );
     assert!(

@@ -342,6 +342,11 @@ pub struct Ceiling {
     at_rest: Tally,
     /// Fresh failures and samples since the last overload.
     run: Tally,
+    /// A window at half the limit is due to check the floor (see
+    /// `decide`).
+    floor_due: bool,
+    /// A window has been slower than the floor allows.
+    latency_seen: bool,
     /// Failures came back long after the service time: the backend drops
     /// what it cannot take (see [`Ceiling::no_room`]).
     drops: bool,
@@ -395,6 +400,8 @@ impl Ceiling {
             rest_level: 0,
             at_rest: Tally::default(),
             run: Tally::default(),
+            floor_due: false,
+            latency_seen: false,
             drops: false,
         };
         law.rest = law.draw_rest();
@@ -853,6 +860,12 @@ impl Ceiling {
         if let Some(saved) = self.floor_probe.take() {
             // The window at half the limit measured the floor.
             if let Some(m) = mean_ok {
+                if self
+                    .floor
+                    .is_some_and(|f| m * (1.0 + self.tolerance / 2.0) < f)
+                {
+                    self.floor_due = true;
+                }
                 self.floor = Some(m);
             }
             self.since_floor_probe = 0;
@@ -891,9 +904,27 @@ impl Ceiling {
         // No fresh failure, or no more than the background rate explains:
         // the window counts as clean.
         self.learn_noise(all_failed, w.samples, below);
+        if self.floor_due
+            && w.failures == 0
+            && self.since_floor_probe >= PROBE_SPACING
+            && limit >= 2
+            && utilized(limit, w.peak_in_flight, self.utilization)
+        {
+            // Check the floor: the first windows may have taught it above
+            // C* (a limiter that starts at 10 on 5 shared workers learns a
+            // floor of twice the service time and rests at 2 × C*). After
+            // the first window slower than it allows, and again while each
+            // check finds it lower.
+            self.floor_due = false;
+            self.floor_probe = Some(limit);
+            return (limit / 2).max(1);
+        }
         if let (Some(floor), Some(m)) = (self.floor, mean_ok) {
             let allowed = floor * (1.0 + self.tolerance);
             if m > allowed && !app_limited(limit, w.peak_in_flight) {
+                if !std::mem::replace(&mut self.latency_seen, true) {
+                    self.floor_due = true;
+                }
                 let suspect = m > PROBE_JUMP * allowed || self.latency_cuts >= PROBE_AFTER_CUTS;
                 if suspect && self.since_floor_probe >= PROBE_SPACING {
                     // Slower, or busier? One window at half the limit tells.
@@ -1605,6 +1636,32 @@ mod tests {
         };
         law.next_limit(34, &win(60, 1, 34, 550.0, 1000));
         assert_eq!(law.served, Some(19.0));
+    }
+
+    #[test]
+    fn ceiling_checks_its_floor_after_the_first_slow_window_and_again_while_it_falls() {
+        // 5 workers shared, a limit that starts at 10: the first window
+        // already takes 100 ms and teaches that as the floor.
+        let mut law = Ceiling::default();
+        assert_eq!(law.next_limit(10, &win(100, 0, 10, 100.0, 1000)), 15);
+        assert_eq!(law.floor, Some(100.0 * MS));
+        // The first window slower than the floor allows (150 > 120 ms): a
+        // cut, and a check is due.
+        assert_eq!(law.next_limit(15, &win(100, 0, 15, 150.0, 1000)), 12);
+        assert!(law.floor_due);
+        // The next busy, clean window is the check: half the limit.
+        assert_eq!(law.next_limit(12, &win(100, 0, 12, 110.0, 1000)), 6);
+        // It found the floor lower (60 ms): back, and another check is due.
+        assert_eq!(law.next_limit(6, &win(100, 0, 6, 60.0, 1000)), 12);
+        assert_eq!(law.floor, Some(60.0 * MS));
+        assert!(law.floor_due);
+        // A backend whose latency holds still never checks.
+        let mut flat = Ceiling::default();
+        let mut l = 10;
+        for _ in 0..20 {
+            l = flat.next_limit(l, &full(l));
+            assert!(!flat.floor_due && flat.floor_probe.is_none());
+        }
     }
 
     #[test]
