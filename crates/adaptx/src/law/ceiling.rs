@@ -44,6 +44,10 @@ const NOISE_BELOW_WINDOWS: u32 = 200;
 /// rate nothing: it was overload.
 const NOISE_MAX_FRACTION: f64 = 0.05;
 
+/// ... or more than this many of the samples of a full window (one that
+/// closed without a fresh failure), when that is more.
+const NOISE_FULL_WINDOW_FAILURES: f64 = 2.0;
+
 /// Slow start multiplies the limit by this per clean, busy window: one step
 /// past the ceiling overshoots it by at most half.
 const SLOW_START_GROWTH: f64 = 1.5;
@@ -342,6 +346,8 @@ pub struct Ceiling {
     at_rest: Tally,
     /// Fresh failures and samples since the last overload.
     run: Tally,
+    /// Samples of the last window without a fresh failure.
+    full_samples: u64,
     /// A window at half the limit is due to check the floor (see
     /// `decide`).
     floor_due: bool,
@@ -400,6 +406,7 @@ impl Ceiling {
             rest_level: 0,
             at_rest: Tally::default(),
             run: Tally::default(),
+            full_samples: 0,
             floor_due: false,
             latency_seen: false,
             drops: false,
@@ -575,7 +582,17 @@ impl Ceiling {
             return;
         }
         let fraction = failures as f64 / samples as f64;
-        if fraction > NOISE_MAX_FRACTION {
+        // At most NOISE_MAX_FRACTION, or NOISE_FULL_WINDOW_FAILURES of a full
+        // window's samples where a full window holds fewer than 40: at a
+        // limit of 1 (18 samples a window) one failure was always over 5 %,
+        // the rate was never learned, and 2 % of random failures held the
+        // limit at 1 for a minute.
+        let most = if self.full_samples > 0 {
+            NOISE_MAX_FRACTION.max(NOISE_FULL_WINDOW_FAILURES / self.full_samples as f64)
+        } else {
+            NOISE_MAX_FRACTION
+        };
+        if fraction > most {
             return;
         }
         let keep = keep(samples);
@@ -885,6 +902,9 @@ impl Ceiling {
             }
         }
         let all_failed = w.failures + w.stale_failures;
+        if w.failures == 0 {
+            self.full_samples = w.samples;
+        }
         if let Some(m) = mean_ok.filter(|_| all_failed > 0) {
             // What the failures waited: a backend that drops what it cannot
             // take answers at the client's timeout, far past its service.
@@ -1825,6 +1845,23 @@ mod tests {
         for window in 1..=50 {
             assert_eq!(law.next_limit(20, &noisy), 20, "window {window}");
         }
+    }
+
+    #[test]
+    fn ceiling_learns_noise_where_a_full_window_holds_too_few_samples_for_five_percent() {
+        // Resting at 1: a full window holds 18 samples, so one failure is
+        // always more than 5 % of a window.
+        let at_one = |full: u64| {
+            let mut law = resting(2, 0.0);
+            law.next_limit(1, &win(full, 0, 1, 50.0, 1000));
+            law.next_limit(1, &win(11, 1, 1, 50.0, 600));
+            law.noise
+        };
+        // One in 12 is at most two of a full window's 18: learned.
+        let learned = at_one(18);
+        assert!((learned - 1.0 / 12.0 * (1.0 - keep(12))).abs() < 1e-9, "{learned}");
+        // Where a full window holds 400, one in 12 is overload: not learned.
+        assert_eq!(at_one(400), 0.0);
     }
 
     #[test]
