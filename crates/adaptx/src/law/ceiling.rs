@@ -48,6 +48,10 @@ const NOISE_MAX_FRACTION: f64 = 0.05;
 /// closed without a fresh failure), when that is more.
 const NOISE_FULL_WINDOW_FAILURES: f64 = 2.0;
 
+/// ... but never more than this fraction: where a full window holds a sample
+/// or two, a window that failed is overload, not a rate.
+const NOISE_FEW_SAMPLES_MAX_FRACTION: f64 = 0.2;
+
 /// Slow start multiplies the limit by this per clean, busy window: one step
 /// past the ceiling overshoots it by at most half.
 const SLOW_START_GROWTH: f64 = 1.5;
@@ -96,14 +100,19 @@ const YIELD_HOLD: u32 = 4;
 /// the ceiling on a quiet backend ran out before the third try)...
 const NEIGHBOUR_WINDOWS: u32 = 60;
 
-/// Windows in a row that end in overload after which no neighbour is
-/// believed in (see `decide`).
-const OVERLOADS_NO_NEIGHBOUR: u32 = 5;
-
 /// ...and while it is, the limit exchanges permits with it: at rest it gives
 /// its permits away for a window at one per this many permits per window,
 /// and otherwise tries for one more.
 const EXCHANGE_WINDOWS: f64 = 30.0;
+
+/// Windows in a row that end in overload (stale-only windows between them
+/// not counted) after which no neighbour is believed in: the ceiling fell
+/// for everyone.
+const OVERLOADS_NO_NEIGHBOUR: u32 = 5;
+
+/// Windows after the last failure that came back at a timeout for which the
+/// backend counts as one that drops (see [`Ceiling::no_room`]).
+const DROPS_WINDOWS: u32 = 300;
 
 /// The exchange gives in turns of three windows at rest that give (or may
 /// give: a window that earned no whole permit tries instead): the first of
@@ -171,12 +180,17 @@ enum Phase {
 ///   enough to measure it, `N = successes / window time × mean success
 ///   latency` (Little's law): the concurrency in use, not a fixed fraction,
 ///   so a ceiling costs no sawtooth. Measured where the limit was higher
-///   than `N`, `N` is the ceiling's level: the limit goes there. Measured
-///   where the limit itself bound it, the ceiling lies between `N` (which
-///   held) and the failing limit: the limit tries halfway.
+///   than `N` and something failed (or the backend drops), `N` is the
+///   ceiling's level: the limit goes there. Measured where the limit itself
+///   bound it, or in a window where nothing failed at a backend that does
+///   not drop (it took the whole limit), the ceiling lies between that
+///   limit and the failing one: the limit tries halfway. A measure at or
+///   above the failing limit is older than the ceiling: a cut by a tenth.
 /// - **Noise.** Fresh failures count as overload only when background noise
 ///   could not explain them: the law learns the rate of failures that come at
-///   any load (from windows where at most 5 % failed), and a window whose
+///   any load (from windows where at most 5 % failed, or at most two of a
+///   full window's samples where a full window holds fewer than 40), and a
+///   window whose
 ///   failures a Poisson count at that rate would reach with probability 5 %
 ///   or more is clean — a flaky network costs no capacity. Noise fails at any
 ///   load, so the rate is no higher than what the windows below the lowest
@@ -194,9 +208,13 @@ enum Phase {
 ///   rejection when the ceiling is still there. A clean probe takes the
 ///   permit and tries one more the next window; room found three times in a
 ///   row means the ceiling moved up, and the limit climbs by 4, 8, 16, … per
-///   window until it fails. Below the resting level it returns halfway per
-///   window. A failure at a resting level that held cuts to what was served
-///   and by a tenth at least.
+///   window until it fails. Once failures have come back at a timeout (a
+///   backend that drops what it cannot take; the dropped calls hold their
+///   permits, so their windows look clean and busy), a try or a step finds
+///   room only where the backend served more than the level below it.
+///   Below the resting level it returns halfway per window. A failure at a
+///   resting level that held cuts to what was served and by a tenth at
+///   least.
 /// - **Sharing.** After `300 / limit` resting windows (rounded, at least 5: a
 ///   limit of 10 after 30, of 30 after 10, of 60 after 5; the period follows
 ///   the limit as it moves) a limit of 10 or more gives 7 % of itself
@@ -251,7 +269,10 @@ enum Phase {
 ///   A mean more than 1.5 × the allowed one, or three such cuts in a row,
 ///   first *probes* the floor (at most every 5 windows): one window at half the
 ///   limit, whose mean becomes the floor — so a backend that got slower, not
-///   busier, keeps its limit.
+///   busier, keeps its limit. The first window slower than the floor allows
+///   also checks it with such a window at the next busy, clean window, and
+///   so does each check that finds it lower: the first windows may have
+///   taught it above C*.
 ///
 /// Stale failures (the drain of an overload already answered) neither cut nor
 /// stop a climb. A window that used less than `utilization` of the limit never
@@ -361,9 +382,9 @@ pub struct Ceiling {
     floor_due: bool,
     /// A window has been slower than the floor allows.
     latency_seen: bool,
-    /// Failures came back long after the service time: the backend drops
-    /// what it cannot take (see [`Ceiling::no_room`]).
-    drops: bool,
+    /// Windows since failures came back long after the service time (see
+    /// [`Ceiling::drops`]).
+    since_drop: u32,
 }
 
 impl Default for Ceiling {
@@ -419,7 +440,7 @@ impl Ceiling {
             overloads: 0,
             floor_due: false,
             latency_seen: false,
-            drops: false,
+            since_drop: u32::MAX,
         };
         law.rest = law.draw_rest();
         law
@@ -475,6 +496,13 @@ impl Ceiling {
         own.max(YIELD_EVERY_MIN)
             .saturating_mul(self.yield_backoff)
             .min(YIELD_EVERY_MAX)
+    }
+
+    /// Whether the backend drops what it cannot take: failures (overload, or
+    /// its drain) came back at a timeout, far past the service time, in the
+    /// last [`DROPS_WINDOWS`] windows.
+    fn drops(&self) -> bool {
+        self.since_drop < DROPS_WINDOWS
     }
 
     /// Whether a neighbour sharing the ceiling showed itself in the last
@@ -598,7 +626,8 @@ impl Ceiling {
         // the rate was never learned, and 2 % of random failures held the
         // limit at 1 for a minute.
         let most = if self.full_samples > 0 {
-            NOISE_MAX_FRACTION.max(NOISE_FULL_WINDOW_FAILURES / self.full_samples as f64)
+            let few = NOISE_FULL_WINDOW_FAILURES / self.full_samples as f64;
+            NOISE_MAX_FRACTION.max(few.min(NOISE_FEW_SAMPLES_MAX_FRACTION))
         } else {
             NOISE_MAX_FRACTION
         };
@@ -676,7 +705,7 @@ impl Ceiling {
                 // ceiling; try between. (After a step from 20 to 100, an
                 // exploration clean at 80, where 78.9 was measured, and
                 // failing at 144 cut to 79, and took 20 s to reach 100.)
-                (Some(_), _) if self.served_clean && !self.drops && self.served_at < limit => {
+                (Some(_), _) if self.served_clean && !self.drops() && self.served_at < limit => {
                     (self.served_at.midpoint(limit), limit)
                 }
                 (Some(served), _) if served < limit => (served, served + 1),
@@ -720,14 +749,16 @@ impl Ceiling {
         let served = self.served.filter(|&n| n < below as f64 + 0.5)?;
         if let Phase::Explore { .. } = self.phase {
             // Exploring: the ceiling is what was served.
-            let next = (served.round() as usize).min(limit - 1).max(1);
+            let next = (served.round() as usize)
+                .min(limit.saturating_sub(1))
+                .max(1);
             self.remember(next + 1);
             return Some(next);
         }
         // A try: back to rest, as after a failed probe; the ceiling stands.
         self.found = 0;
         self.room = false;
-        Some(limit - 1)
+        Some(limit.saturating_sub(1).max(1))
     }
 
     /// The limit after a clean, busy window; `quiet`: nothing failed late in
@@ -914,7 +945,7 @@ impl Ceiling {
                 return saved;
             }
         }
-        let all_failed_now = w.failures + w.stale_failures;
+        let all_failed = w.failures + w.stale_failures;
         // Little's law over a window long enough to hold a few round trips.
         let mut measured = false;
         if let Some(m) = mean_ok {
@@ -922,28 +953,28 @@ impl Ceiling {
                 self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
                 self.served = Some(ok as f64 / w.duration_nanos as f64 * m);
                 self.served_at = limit;
-                self.served_clean = all_failed_now == 0;
+                self.served_clean = all_failed == 0;
                 measured = true;
             }
         }
-        let all_failed = w.failures + w.stale_failures;
-        if w.failures == 0 {
-            self.full_samples = w.samples;
-        }
-        if let Some(m) = mean_ok.filter(|_| all_failed > 0) {
-            // What the failures waited: a backend that drops what it cannot
-            // take answers at the client's timeout, far past its service.
+        // What the failures waited: a backend that drops what it cannot take
+        // answers at the client's timeout, far past its service. (Counted
+        // for overload and for the drain of one, below; not for a failure
+        // judged noise.)
+        let timed_out = mean_ok.filter(|_| all_failed > 0).is_some_and(|m| {
             let waited = (w.mean_rtt_nanos * w.samples as f64 - m * ok as f64) / all_failed as f64;
-            if waited > DROPPED_WAIT * m {
-                self.drops = true;
-            }
-        }
+            waited > DROPPED_WAIT * m
+        });
+        self.since_drop = self.since_drop.saturating_add(1);
         let below = self.below_lowest_rest(limit);
         self.note_rest(limit, w.failures, w.samples);
         let lossy = self.lossy_run(w.failures, w.samples);
         if w.failures > 0 && (self.significant(w.failures, w.samples) || lossy) {
             self.learn_noise(all_failed, w.samples, below);
             self.run = Tally::default();
+            if timed_out {
+                self.since_drop = 0;
+            }
             self.overloads += 1;
             let next = self.overloaded(limit, w.failures, w.samples);
             if self.overloads >= OVERLOADS_NO_NEIGHBOUR {
@@ -956,10 +987,22 @@ impl Ceiling {
             }
             return next;
         }
-        self.overloads = 0;
+        if w.failures == 0 && w.stale_failures > 0 {
+            // Only the drain of an overload already answered: it neither
+            // cuts nor ends a run of overloads.
+            if timed_out {
+                self.since_drop = 0;
+            }
+        } else {
+            self.overloads = 0;
+        }
         // No fresh failure, or no more than the background rate explains:
         // the window counts as clean.
         self.learn_noise(all_failed, w.samples, below);
+        if w.failures == 0 && utilized(limit, w.peak_in_flight, self.utilization) {
+            // A full window: busy, and closed on time, not on a failure.
+            self.full_samples = w.samples;
+        }
         if self.floor_due
             && w.failures == 0
             && self.since_floor_probe >= PROBE_SPACING
@@ -1016,7 +1059,7 @@ impl Ceiling {
             // served before a step from 20 to 40, every 8 s to the end).
             self.served = None;
         }
-        if measured && self.drops {
+        if measured && self.drops() {
             if let Some(next) = self.no_room(limit) {
                 return next;
             }
@@ -1257,7 +1300,7 @@ mod tests {
         // nothing of what the backend took: 71 is what it serves.
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 200 },
-            drops: true,
+            since_drop: 0,
             ..Ceiling::default()
         };
         assert_eq!(law.next_limit(80, &win(1420, 0, 80, 50.0, 1000)), 140);
@@ -1266,28 +1309,43 @@ mod tests {
 
     #[test]
     fn ceiling_forgets_its_neighbour_when_every_level_it_cuts_to_fails() {
-        let mut law = Ceiling {
+        let believing = || Ceiling {
             since_neighbour: 0,
             ..resting(201, 0.0)
         };
-        // Two windows in overload in a row: a neighbour may still explain
+        let fail = |law: &mut Ceiling, l: usize| law.next_limit(l, &win(0, 1, l, 50.0, 2));
+        // Four windows in overload in a row: a neighbour may still explain
         // them.
-        assert_eq!(law.next_limit(200, &win(0, 1, 200, 50.0, 2)), 180);
-        assert_eq!(law.next_limit(180, &win(0, 1, 180, 50.0, 2)), 162);
+        let mut law = believing();
+        let mut l = 200;
+        for _ in 1..OVERLOADS_NO_NEIGHBOUR {
+            l = fail(&mut law, l);
+        }
         assert!(law.neighbour());
-        // A third: the ceiling fell for everyone.
-        law.next_limit(162, &win(0, 1, 162, 50.0, 2));
+        // The fifth: the ceiling fell for everyone.
+        fail(&mut law, l);
         assert!(!law.neighbour());
-        // A clean window between restarts the count.
-        let mut law = Ceiling {
-            since_neighbour: 0,
-            ..resting(201, 0.0)
-        };
-        law.next_limit(200, &win(0, 1, 200, 50.0, 2));
-        law.next_limit(180, &win(0, 1, 180, 50.0, 2));
-        law.next_limit(162, &full(162));
-        law.next_limit(170, &win(0, 1, 170, 50.0, 2));
+        // A clean window between restarts the count ...
+        let mut law = believing();
+        let mut l = 200;
+        for _ in 1..OVERLOADS_NO_NEIGHBOUR {
+            l = fail(&mut law, l);
+        }
+        l = law.next_limit(l, &full(l));
+        fail(&mut law, l);
         assert!(law.neighbour());
+        // ... a window with only the drain of an overload does not.
+        let mut law = believing();
+        let mut l = 200;
+        for _ in 1..OVERLOADS_NO_NEIGHBOUR {
+            l = fail(&mut law, l);
+        }
+        let mut drain = win(100, 0, l, 50.0, 1000);
+        drain.samples += 20;
+        drain.stale_failures = 20;
+        l = law.next_limit(l, &drain);
+        fail(&mut law, l);
+        assert!(!law.neighbour());
     }
 
     #[test]
@@ -1684,14 +1742,30 @@ mod tests {
         let mut rejected = win(20, 1, 10, 50.0, 1000);
         rejected.mean_rtt_nanos = (20.0 * 50.0 + 1.0) / 21.0 * MS;
         law.next_limit(10, &rejected);
-        assert!(!law.drops);
+        assert!(!law.drops());
         let mut timed_out = rejected;
         timed_out.mean_rtt_nanos = (20.0 * 50.0 + 1000.0) / 21.0 * MS;
         law.next_limit(10, &timed_out);
-        assert!(law.drops);
+        assert!(law.drops());
+        // A failure at a timeout that the background rate explains (2 %
+        // noise, one in 401) is no overload: it says nothing of drops.
+        let mut noisy = resting(101, 0.02);
+        let mut slow = win(400, 1, 100, 50.0, 1000);
+        slow.mean_rtt_nanos = (400.0 * 50.0 + 1000.0) / 401.0 * MS;
+        assert_eq!(noisy.next_limit(100, &slow), 100);
+        assert!(!noisy.drops());
+        // Nor for ever: it lapses after DROPS_WINDOWS windows.
+        let mut lapsing = Ceiling {
+            since_drop: DROPS_WINDOWS - 2,
+            ..Ceiling::default()
+        };
+        lapsing.next_limit(10, &full(10));
+        assert!(lapsing.drops());
+        lapsing.next_limit(15, &full(15));
+        assert!(!lapsing.drops());
         let known = || Ceiling {
             phase: Phase::Known { ceiling: 21 },
-            drops: true,
+            since_drop: 0,
             ..Ceiling::default()
         };
         // A try of 21 after which the backend served 20 (400 successes of
@@ -1705,20 +1779,25 @@ mod tests {
         let mut law = known();
         assert_eq!(law.next_limit(21, &win(412, 0, 21, 50.0, 1000)), 22);
         assert_eq!(law.phase, Phase::Known { ceiling: 22 });
-        // Too short a window to measure what was served says nothing.
-        let mut law = known();
+        // Too short a window to measure what was served says nothing, even
+        // with an old measure of 20.2 (at rest, 20) at hand.
+        let mut law = Ceiling {
+            served: Some(20.2),
+            served_at: 20,
+            ..known()
+        };
         assert_eq!(law.next_limit(21, &win(4, 0, 21, 50.0, 60)), 22);
         // Where nothing timed out, a demand that does not fill the limit
         // serves less than it too: the try counts as room, as it always has.
         let mut law = Ceiling {
-            drops: false,
+            since_drop: u32::MAX,
             ..known()
         };
         assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 22);
         // Exploring to 35 where 27 was served: the ceiling is 27.
         let mut law = Ceiling {
             phase: Phase::Explore { step: 16 },
-            drops: true,
+            since_drop: 0,
             ..Ceiling::default()
         };
         assert_eq!(law.next_limit(35, &win(540, 0, 35, 50.0, 1000)), 27);
@@ -1727,7 +1806,7 @@ mod tests {
         // holds back when it jumps 8, but more than the 27 before: room.
         let mut law = Ceiling {
             phase: Phase::Explore { step: 16 },
-            drops: true,
+            since_drop: 0,
             ..Ceiling::default()
         };
         assert_eq!(law.next_limit(35, &win(660, 0, 35, 50.0, 1000)), 51);
@@ -1778,6 +1857,16 @@ mod tests {
         assert_eq!(law.next_limit(6, &win(100, 0, 6, 60.0, 1000)), 12);
         assert_eq!(law.floor, Some(60.0 * MS));
         assert!(law.floor_due);
+        // Later slow windows alone do not: one check per first slow window
+        // (and per check that found the floor lower).
+        let mut later = Ceiling {
+            floor: Some(50.0 * MS),
+            latency_seen: true,
+            phase: Phase::Known { ceiling: 31 },
+            ..Ceiling::default()
+        };
+        later.next_limit(30, &win(400, 0, 30, 75.0, 1000));
+        assert!(!later.floor_due);
         // A backend whose latency holds still never checks.
         let mut flat = Ceiling::default();
         let mut l = 10;
@@ -1968,6 +2057,11 @@ mod tests {
         );
         // Where a full window holds 400, one in 12 is overload: not learned.
         assert_eq!(at_one(400), 0.0);
+        // An idle window (a sample at a limit of 10) is no full window.
+        let mut law = resting(11, 0.0);
+        law.next_limit(10, &win(400, 0, 10, 50.0, 1000));
+        law.next_limit(10, &win(1, 0, 1, 50.0, 1000));
+        assert_eq!(law.full_samples, 400);
     }
 
     #[test]
