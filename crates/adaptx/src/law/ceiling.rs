@@ -114,6 +114,10 @@ const OVERLOADS_NO_NEIGHBOUR: u32 = 5;
 /// backend counts as one that drops (see [`Ceiling::no_room`]).
 const DROPS_WINDOWS: u32 = 300;
 
+/// Where the backend drops, tries of the ceiling from rest are at least this
+/// many timeouts apart.
+const TRY_TIMEOUTS: f64 = 2.0;
+
 /// The exchange gives in turns of three windows at rest that give (or may
 /// give: a window that earned no whole permit tries instead): the first of
 /// each turn waits, trying for one more meanwhile, until
@@ -385,6 +389,10 @@ pub struct Ceiling {
     /// Windows since failures came back long after the service time (see
     /// [`Ceiling::drops`]).
     since_drop: u32,
+    /// What the last failures that timed out waited, in nanoseconds.
+    drop_wait: f64,
+    /// Nanoseconds since the last try of the ceiling from rest.
+    since_try_nanos: u64,
 }
 
 impl Default for Ceiling {
@@ -441,6 +449,8 @@ impl Ceiling {
             floor_due: false,
             latency_seen: false,
             since_drop: u32::MAX,
+            drop_wait: 0.0,
+            since_try_nanos: 0,
         };
         law.rest = law.draw_rest();
         law
@@ -845,9 +855,16 @@ impl Ceiling {
                         self.yield_hold = YIELD_HOLD;
                         return (limit as f64 * YIELD_KEEP) as usize;
                     }
-                    if self.rested >= self.rest {
+                    // Where the backend drops, a try that finds no room
+                    // holds its permit until the timeout: tries at least
+                    // TRY_TIMEOUTS timeouts apart (a 3 s timeout on a
+                    // ceiling of 20: 0.974 → 0.981 of the capacity).
+                    let spaced = !self.drops()
+                        || self.since_try_nanos as f64 >= TRY_TIMEOUTS * self.drop_wait;
+                    if self.rested >= self.rest && spaced {
                         self.rested = 0;
                         self.rest = self.draw_rest();
+                        self.since_try_nanos = 0;
                         ceiling
                     } else {
                         limit
@@ -963,8 +980,12 @@ impl Ceiling {
         // judged noise.)
         let timed_out = mean_ok.filter(|_| all_failed > 0).is_some_and(|m| {
             let waited = (w.mean_rtt_nanos * w.samples as f64 - m * ok as f64) / all_failed as f64;
+            if waited > DROPPED_WAIT * m {
+                self.drop_wait = waited;
+            }
             waited > DROPPED_WAIT * m
         });
+        self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
         self.since_drop = self.since_drop.saturating_add(1);
         let below = self.below_lowest_rest(limit);
         self.note_rest(limit, w.failures, w.samples);
@@ -1874,6 +1895,26 @@ mod tests {
             l = flat.next_limit(l, &full(l));
             assert!(!flat.floor_due && flat.floor_probe.is_none());
         }
+    }
+
+    #[test]
+    fn ceiling_tries_the_ceiling_two_timeouts_apart_where_the_backend_drops() {
+        let rest_then_try = |drops: bool| {
+            let mut law = Ceiling {
+                phase: Phase::Known { ceiling: 21 },
+                rest: 2,
+                since_drop: if drops { 0 } else { u32::MAX },
+                drop_wait: 5000.0 * MS,
+                ..Ceiling::default()
+            };
+            (1..=20)
+                .find(|_| law.next_limit(20, &full(20)) == 21)
+                .unwrap()
+        };
+        // Two windows at rest, then the try.
+        assert_eq!(rest_then_try(false), 2);
+        // Behind a 5 s timeout: 10 s of windows first.
+        assert_eq!(rest_then_try(true), 10);
     }
 
     #[test]
