@@ -978,13 +978,19 @@ impl Ceiling {
         // answers at the client's timeout, far past its service. (Counted
         // for overload and for the drain of one, below; not for a failure
         // judged noise.)
-        let timed_out = mean_ok.filter(|_| all_failed > 0).is_some_and(|m| {
-            let waited = (w.mean_rtt_nanos * w.samples as f64 - m * ok as f64) / all_failed as f64;
-            if waited > DROPPED_WAIT * m {
-                self.drop_wait = waited;
-            }
-            waited > DROPPED_WAIT * m
-        });
+        let waited = mean_ok
+            .filter(|_| all_failed > 0)
+            .map(|m| {
+                (
+                    m,
+                    (w.mean_rtt_nanos * w.samples as f64 - m * ok as f64) / all_failed as f64,
+                )
+            })
+            .filter(|&(m, waited)| waited > DROPPED_WAIT * m);
+        if let Some((_, waited)) = waited {
+            self.drop_wait = waited;
+        }
+        let timed_out = waited.is_some();
         self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
         self.since_drop = self.since_drop.saturating_add(1);
         let below = self.below_lowest_rest(limit);
@@ -1020,7 +1026,8 @@ impl Ceiling {
         // No fresh failure, or no more than the background rate explains:
         // the window counts as clean.
         self.learn_noise(all_failed, w.samples, below);
-        if w.failures == 0 && utilized(limit, w.peak_in_flight, self.utilization) {
+        let busy = utilized(limit, w.peak_in_flight, self.utilization);
+        if w.failures == 0 && busy {
             // A full window: busy, and closed on time, not on a failure.
             self.full_samples = w.samples;
         }
@@ -1028,7 +1035,7 @@ impl Ceiling {
             && w.failures == 0
             && self.since_floor_probe >= PROBE_SPACING
             && limit >= 2
-            && utilized(limit, w.peak_in_flight, self.utilization)
+            && busy
         {
             // Check the floor: the first windows may have taught it above
             // C* (a limiter that starts at 10 on 5 shared workers learns a
@@ -1060,7 +1067,7 @@ impl Ceiling {
             }
         }
         self.latency_cuts = 0;
-        if !utilized(limit, w.peak_in_flight, self.utilization) {
+        if !busy {
             return limit;
         }
         // Quiet: background noise would fail fewer than one sample in twenty
@@ -1335,32 +1342,29 @@ mod tests {
             ..resting(201, 0.0)
         };
         let fail = |law: &mut Ceiling, l: usize| law.next_limit(l, &win(0, 1, l, 50.0, 2));
+        // One overload short of the run that ends the belief.
+        let one_short = || {
+            let mut law = believing();
+            let mut l = 200;
+            for _ in 1..OVERLOADS_NO_NEIGHBOUR {
+                l = fail(&mut law, l);
+            }
+            (law, l)
+        };
         // Four windows in overload in a row: a neighbour may still explain
         // them.
-        let mut law = believing();
-        let mut l = 200;
-        for _ in 1..OVERLOADS_NO_NEIGHBOUR {
-            l = fail(&mut law, l);
-        }
+        let (mut law, l) = one_short();
         assert!(law.neighbour());
         // The fifth: the ceiling fell for everyone.
         fail(&mut law, l);
         assert!(!law.neighbour());
         // A clean window between restarts the count ...
-        let mut law = believing();
-        let mut l = 200;
-        for _ in 1..OVERLOADS_NO_NEIGHBOUR {
-            l = fail(&mut law, l);
-        }
+        let (mut law, mut l) = one_short();
         l = law.next_limit(l, &full(l));
         fail(&mut law, l);
         assert!(law.neighbour());
         // ... a window with only the drain of an overload does not.
-        let mut law = believing();
-        let mut l = 200;
-        for _ in 1..OVERLOADS_NO_NEIGHBOUR {
-            l = fail(&mut law, l);
-        }
+        let (mut law, mut l) = one_short();
         let mut drain = win(100, 0, l, 50.0, 1000);
         drain.samples += 20;
         drain.stale_failures = 20;
@@ -1816,20 +1820,17 @@ mod tests {
         };
         assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 22);
         // Exploring to 35 where 27 was served: the ceiling is 27.
-        let mut law = Ceiling {
+        let exploring = || Ceiling {
             phase: Phase::Explore { step: 16 },
             since_drop: 0,
             ..Ceiling::default()
         };
+        let mut law = exploring();
         assert_eq!(law.next_limit(35, &win(540, 0, 35, 50.0, 1000)), 27);
         assert_eq!(law.phase, Phase::Known { ceiling: 28 });
         // Served 33 of 35: short of the limit by what the window's start
         // holds back when it jumps 8, but more than the 27 before: room.
-        let mut law = Ceiling {
-            phase: Phase::Explore { step: 16 },
-            since_drop: 0,
-            ..Ceiling::default()
-        };
+        let mut law = exploring();
         assert_eq!(law.next_limit(35, &win(660, 0, 35, 50.0, 1000)), 51);
         // Below the ceiling (climbing back, at rest) it changes nothing.
         let mut law = known();
