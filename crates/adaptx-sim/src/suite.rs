@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 30] = [
+pub const BUILTIN: [(&str, &str); 31] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -134,6 +134,10 @@ pub const BUILTIN: [(&str, &str); 30] = [
     (
         "30-queue-below-start.toml",
         include_str!("../scenarios/30-queue-below-start.toml"),
+    ),
+    (
+        "31-step-up-fivefold.toml",
+        include_str!("../scenarios/31-step-up-fivefold.toml"),
     ),
 ];
 

@@ -54,7 +54,8 @@ fn the_shipped_scenarios_load() {
             "27-noise-onset",
             "28-errors-appear",
             "29-drop-slow-timeout",
-            "30-queue-below-start"
+            "30-queue-below-start",
+            "31-step-up-fivefold"
         ]
     );
     assert!(
