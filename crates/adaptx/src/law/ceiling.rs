@@ -732,6 +732,119 @@ impl Ceiling {
         next
     }
 
+    /// After the window at half the limit that checked the latency floor:
+    /// the floor it measured from `mean_ok`, and the limit to return to,
+    /// unless a fresh failure (`failures`) makes that the overload's
+    /// decision. Counts the windows since the last check.
+    fn floor_probed(&mut self, mean_ok: Option<f64>, failures: u64) -> Option<usize> {
+        self.since_floor_probe = self.since_floor_probe.saturating_add(1);
+        let saved = self.floor_probe.take()?;
+        if let Some(m) = mean_ok {
+            if self
+                .floor
+                .is_some_and(|f| m * (1.0 + self.tolerance / 2.0) < f)
+            {
+                // Lower by more than half the tolerance: it may be lower
+                // still. Check again.
+                self.floor_due = true;
+            }
+            self.floor = Some(m);
+        }
+        self.since_floor_probe = 0;
+        self.latency_cuts = 0;
+        (failures == 0).then_some(saved)
+    }
+
+    /// Measures the concurrency the backend served by Little's law (`ok`
+    /// successes of mean latency `mean_ok`), over a window long enough to
+    /// hold a few round trips, and lowers the floor to their latency;
+    /// whether it did.
+    fn measure(&mut self, limit: usize, w: &WindowSummary, ok: u64, mean_ok: Option<f64>) -> bool {
+        let Some(m) = mean_ok else {
+            return false;
+        };
+        if ok < MEASURE_MIN_OK || (w.duration_nanos as f64) < 2.0 * m {
+            return false;
+        }
+        self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
+        self.served = Some(ok as f64 / w.duration_nanos as f64 * m);
+        self.served_at = limit;
+        // Clean: no call admitted in the window failed (late failures of
+        // calls admitted before it, the drain of an overload already
+        // answered, say nothing of what it took).
+        self.served_clean = w.failures == 0;
+        true
+    }
+
+    /// Whether the window's failures (fresh and late) waited more than
+    /// [`DROPPED_WAIT`] times its successes' mean latency `mean_ok`: a
+    /// backend that drops what it cannot take answers at the client's
+    /// timeout, far past its service. Remembers what they waited, the
+    /// timeout, when they did.
+    fn timed_out(&mut self, w: &WindowSummary, ok: u64, mean_ok: Option<f64>) -> bool {
+        let all_failed = w.failures + w.stale_failures;
+        let Some(m) = mean_ok.filter(|_| all_failed > 0) else {
+            return false;
+        };
+        let waited = (w.mean_rtt_nanos * w.samples as f64 - m * ok as f64) / all_failed as f64;
+        let dropped = waited > DROPPED_WAIT * m;
+        if dropped {
+            self.drop_wait = waited;
+        }
+        dropped
+    }
+
+    /// The limit after a window whose latency says something: a check of
+    /// the floor at half the limit when one is due, or a cut on latency
+    /// above the floor's tolerance (a jump, or cuts that went on, probe the
+    /// floor first: slower, or busier?). `None` where the latency is within
+    /// the tolerance, or the window did not fill the limit.
+    fn latency(
+        &mut self,
+        limit: usize,
+        w: &WindowSummary,
+        mean_ok: Option<f64>,
+        busy: bool,
+    ) -> Option<usize> {
+        if self.floor_due
+            && w.failures == 0
+            && self.since_floor_probe >= PROBE_SPACING
+            && limit >= 2
+            && busy
+        {
+            // Check the floor: the first windows may have taught it above
+            // C* (a limiter that starts at 10 on 5 shared workers learns a
+            // floor of twice the service time and rests at 2 × C*). After
+            // the first window slower than it allows, and again while each
+            // check finds it lower.
+            self.floor_due = false;
+            self.floor_probe = Some(limit);
+            return Some((limit / 2).max(1));
+        }
+        if let (Some(floor), Some(m)) = (self.floor, mean_ok) {
+            let allowed = floor * (1.0 + self.tolerance);
+            if m > allowed && !app_limited(limit, w.peak_in_flight) {
+                if !std::mem::replace(&mut self.latency_seen, true) {
+                    self.floor_due = true;
+                }
+                let suspect = m > PROBE_JUMP * allowed || self.latency_cuts >= PROBE_AFTER_CUTS;
+                if suspect && self.since_floor_probe >= PROBE_SPACING {
+                    // Slower, or busier? One window at half the limit tells.
+                    self.floor_probe = Some(limit);
+                    return Some((limit / 2).max(1));
+                }
+                self.latency_cuts += 1;
+                let next = ((limit as f64 * allowed / m) as usize)
+                    .min(limit - 1)
+                    .max(1);
+                self.remember(next + 1);
+                return Some(next);
+            }
+        }
+        self.latency_cuts = 0;
+        None
+    }
+
     /// After a clean, busy window whose served concurrency was measured: the
     /// limit when that window tried the ceiling or explored above it and the
     /// backend served no more than half a permit beyond the level below.
@@ -950,56 +1063,14 @@ impl Ceiling {
             .saturating_sub(w.failures)
             .saturating_sub(w.stale_failures);
         let mean_ok = (ok > 0 && w.mean_ok_rtt_nanos > 0.0).then_some(w.mean_ok_rtt_nanos);
-        self.since_floor_probe = self.since_floor_probe.saturating_add(1);
-        if let Some(saved) = self.floor_probe.take() {
-            // The window at half the limit measured the floor.
-            if let Some(m) = mean_ok {
-                if self
-                    .floor
-                    .is_some_and(|f| m * (1.0 + self.tolerance / 2.0) < f)
-                {
-                    self.floor_due = true;
-                }
-                self.floor = Some(m);
-            }
-            self.since_floor_probe = 0;
-            self.latency_cuts = 0;
-            if w.failures == 0 {
-                return saved;
-            }
+        if let Some(saved) = self.floor_probed(mean_ok, w.failures) {
+            return saved;
         }
         let all_failed = w.failures + w.stale_failures;
-        // Little's law over a window long enough to hold a few round trips.
-        let mut measured = false;
-        if let Some(m) = mean_ok {
-            if ok >= MEASURE_MIN_OK && w.duration_nanos as f64 >= 2.0 * m {
-                self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
-                self.served = Some(ok as f64 / w.duration_nanos as f64 * m);
-                self.served_at = limit;
-                // Clean: no call admitted in the window failed (late
-                // failures of calls admitted before it, the drain of an
-                // overload already answered, say nothing of what it took).
-                self.served_clean = w.failures == 0;
-                measured = true;
-            }
-        }
-        // What the failures waited: a backend that drops what it cannot take
-        // answers at the client's timeout, far past its service. (Counted
-        // for overload and for the drain of one, below; not for a failure
-        // judged noise.)
-        let waited = mean_ok
-            .filter(|_| all_failed > 0)
-            .map(|m| {
-                (
-                    m,
-                    (w.mean_rtt_nanos * w.samples as f64 - m * ok as f64) / all_failed as f64,
-                )
-            })
-            .filter(|&(m, waited)| waited > DROPPED_WAIT * m);
-        if let Some((_, waited)) = waited {
-            self.drop_wait = waited;
-        }
-        let timed_out = waited.is_some();
+        let measured = self.measure(limit, w, ok, mean_ok);
+        // Counted for overload and for the drain of one, below; not for a
+        // failure judged noise.
+        let timed_out = self.timed_out(w, ok, mean_ok);
         self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
         self.since_drop = self.since_drop.saturating_add(1);
         let below = self.below_lowest_rest(limit);
@@ -1040,42 +1111,9 @@ impl Ceiling {
             // A full window: busy, and closed on time, not on a failure.
             self.full_samples = w.samples;
         }
-        if self.floor_due
-            && w.failures == 0
-            && self.since_floor_probe >= PROBE_SPACING
-            && limit >= 2
-            && busy
-        {
-            // Check the floor: the first windows may have taught it above
-            // C* (a limiter that starts at 10 on 5 shared workers learns a
-            // floor of twice the service time and rests at 2 × C*). After
-            // the first window slower than it allows, and again while each
-            // check finds it lower.
-            self.floor_due = false;
-            self.floor_probe = Some(limit);
-            return (limit / 2).max(1);
+        if let Some(next) = self.latency(limit, w, mean_ok, busy) {
+            return next;
         }
-        if let (Some(floor), Some(m)) = (self.floor, mean_ok) {
-            let allowed = floor * (1.0 + self.tolerance);
-            if m > allowed && !app_limited(limit, w.peak_in_flight) {
-                if !std::mem::replace(&mut self.latency_seen, true) {
-                    self.floor_due = true;
-                }
-                let suspect = m > PROBE_JUMP * allowed || self.latency_cuts >= PROBE_AFTER_CUTS;
-                if suspect && self.since_floor_probe >= PROBE_SPACING {
-                    // Slower, or busier? One window at half the limit tells.
-                    self.floor_probe = Some(limit);
-                    return (limit / 2).max(1);
-                }
-                self.latency_cuts += 1;
-                let next = ((limit as f64 * allowed / m) as usize)
-                    .min(limit - 1)
-                    .max(1);
-                self.remember(next + 1);
-                return next;
-            }
-        }
-        self.latency_cuts = 0;
         if !busy {
             return limit;
         }
