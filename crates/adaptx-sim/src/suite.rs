@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 31] = [
+pub const BUILTIN: [(&str, &str); 32] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -138,6 +138,10 @@ pub const BUILTIN: [(&str, &str); 31] = [
     (
         "31-step-up-fivefold.toml",
         include_str!("../scenarios/31-step-up-fivefold.toml"),
+    ),
+    (
+        "32-slow-queue.toml",
+        include_str!("../scenarios/32-slow-queue.toml"),
     ),
 ];
 

@@ -55,7 +55,8 @@ fn the_shipped_scenarios_load() {
             "28-errors-appear",
             "29-drop-slow-timeout",
             "30-queue-below-start",
-            "31-step-up-fivefold"
+            "31-step-up-fivefold",
+            "32-slow-queue"
         ]
     );
     assert!(
