@@ -58,7 +58,8 @@ const SLOW_START_GROWTH: f64 = 1.5;
 
 /// The least first step of a climb above a ceiling that moved up (after the
 /// probe's +1 came back clean three times); the first step is half the limit
-/// when that is more, and each next one doubles.
+/// when that is more and a try found the room quietly, and each next one
+/// doubles.
 const EXPLORE_FIRST_STEP: usize = 4;
 
 /// A limit resting at a ceiling gives 7 % of itself away (keeps this
@@ -193,8 +194,9 @@ enum Phase {
 ///   so a ceiling costs no sawtooth. Measured where the limit was higher
 ///   than `N` and something failed (or the backend drops), `N` is the
 ///   ceiling's level: the limit goes there. Measured where the limit itself
-///   bound it, or in a window where nothing failed at a backend that does
-///   not drop (it took the whole limit), the ceiling lies between that
+///   bound it, or in a window where no call admitted in it failed at a
+///   backend that does not drop (it took the whole limit), the ceiling lies
+///   between that
 ///   limit and the failing one: the limit tries halfway. A measure at or
 ///   above the failing limit is older than the ceiling: a cut by a tenth.
 /// - **Noise.** Fresh failures count as overload only when background noise
@@ -218,8 +220,9 @@ enum Phase {
 ///   below it, and every 2–4 windows (jittered) probes it: the probe costs one
 ///   rejection when the ceiling is still there. A clean probe takes the
 ///   permit and tries one more the next window; room found three times in a
-///   row means the ceiling moved up, and the limit climbs by 4, 8, 16, … per
-///   window until it fails. Once failures have come back at a timeout (a
+///   row means the ceiling moved up, and the limit climbs by half itself
+///   (by 4 where that is more, or where background noise could have made
+///   the room), doubling the step per window until it fails. Once failures have come back at a timeout (a
 ///   backend that drops what it cannot take; the dropped calls hold their
 ///   permits, so their windows look clean and busy), a try or a step finds
 ///   room only where the backend served more than the level below it.
@@ -386,7 +389,8 @@ pub struct Ceiling {
     run: Tally,
     /// Samples of the last window without a fresh failure.
     full_samples: u64,
-    /// The window that measured `served` had no failure, fresh or stale.
+    /// The window that measured `served` had no fresh failure (late ones,
+    /// of calls admitted before it, do not count).
     served_clean: bool,
     /// Windows in a row that ended in overload.
     overloads: u32,
@@ -1021,14 +1025,25 @@ impl Ceiling {
                         return limit + 1;
                     }
                     // The first step is half the limit (at least
-                    // EXPLORE_FIRST_STEP): one step past the new ceiling
-                    // overshoots it by at most half, as in slow start, and a
+                    // EXPLORE_FIRST_STEP) when a try found room quietly: a
                     // ceiling five times higher is reached in four windows,
-                    // not six. (From +4, a step from 20 to 100 took 11 s and
-                    // 20 to 200 took 14 s: 8 and 12 now.)
+                    // not six (a step from 20 to 100 under an open demand:
+                    // 20 s → 8 s), and the first step overshoots a ceiling
+                    // it passes by at most half, the later ones (doubling)
+                    // by less than twice. Where the background rate could
+                    // have made the room, EXPLORE_FIRST_STEP: under 1 % of
+                    // random failures a window closes on every one, one
+                    // that closed just after the limit rose holds ten
+                    // samples and its rejection reads as noise, and from
+                    // half the limit such false explorations reached 2.5 ×
+                    // C* every few seconds (overload 1.2 % → 2.3 %).
+                    let first = if self.room {
+                        (limit / 2).max(EXPLORE_FIRST_STEP)
+                    } else {
+                        EXPLORE_FIRST_STEP
+                    };
                     self.found = 0;
                     self.room = false;
-                    let first = (limit / 2).max(EXPLORE_FIRST_STEP);
                     self.phase = Phase::Explore { step: 2 * first };
                     limit + first
                 }
@@ -1825,9 +1840,10 @@ mod tests {
         // Room found at the ceiling three times in a row is a ceiling that
         // moved up: take one permit at a time, then climb by half the limit
         // (11), and double the step each window (22, 44, ...).
-        let climb = |ceiling: usize, windows: usize| {
+        let climb_with = |ceiling: usize, windows: usize, noise: f64| {
             let mut law = Ceiling {
                 phase: Phase::Known { ceiling },
+                noise,
                 ..Ceiling::default()
             };
             let mut seen = vec![ceiling];
@@ -1837,10 +1853,15 @@ mod tests {
             }
             (law, seen)
         };
+        let climb = |ceiling, windows| climb_with(ceiling, windows, 0.0);
         let (mut law, seen) = climb(21, 5);
         assert_eq!(seen, [21, 22, 23, 34, 56, 100]);
-        // Under 8, the first step is 4 (at 3, half would be 1: 2 permits).
+        // Under 8, the first step is 4 (the exploration starts at 5, whose
+        // half is 2).
         assert_eq!(climb(3, 5).1, [3, 4, 5, 9, 17, 33]);
+        // Where noise could have made the room (a rate that fails 0.21
+        // samples of a window of 420), the first step is 4.
+        assert_eq!(climb_with(21, 5, 5e-4).1, [21, 22, 23, 27, 35, 51]);
         // 100 fails; 56 was served where 56 was the limit: try halfway.
         assert_eq!(law.next_limit(100, &win(2, 1, 100, 50.0, 3)), 78);
         assert_eq!(law.phase, Phase::Known { ceiling: 100 });
