@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 32] = [
+pub const BUILTIN: [(&str, &str); 33] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -142,6 +142,10 @@ pub const BUILTIN: [(&str, &str); 32] = [
     (
         "32-slow-queue.toml",
         include_str!("../scenarios/32-slow-queue.toml"),
+    ),
+    (
+        "33-drop-open-step.toml",
+        include_str!("../scenarios/33-drop-open-step.toml"),
     ),
 ];
 

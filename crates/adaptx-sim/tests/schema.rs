@@ -56,7 +56,8 @@ fn the_shipped_scenarios_load() {
             "29-drop-slow-timeout",
             "30-queue-below-start",
             "31-step-up-fivefold",
-            "32-slow-queue"
+            "32-slow-queue",
+            "33-drop-open-step"
         ]
     );
     assert!(

@@ -369,6 +369,10 @@ pub struct Ceiling {
     /// it was measured at.
     served: Option<f64>,
     served_at: usize,
+    /// How far the measure before the last one fell short of its limit:
+    /// an open demand's gaps between arrivals, or what the backend did not
+    /// take.
+    short_before: f64,
     /// Background failure probability per sample (failures that come at any
     /// load: a flaky network), learned from every window...
     noise: f64,
@@ -449,6 +453,7 @@ impl Ceiling {
             floor_probe: None,
             served: None,
             served_at: 0,
+            short_before: 0.0,
             noise: 0.0,
             noise_below: 0.0,
             noise_below_weight: 0.0,
@@ -789,6 +794,9 @@ impl Ceiling {
             return false;
         }
         self.lower_floor(m);
+        self.short_before = self
+            .served
+            .map_or(0.0, |n| (self.served_at as f64 - n).max(0.0));
         self.served = Some(ok as f64 / w.duration_nanos as f64 * m);
         self.served_at = limit;
         // Clean: no call admitted in the window failed (late failures of
@@ -892,12 +900,17 @@ impl Ceiling {
         // limit by about the step × RTT / 2 at its start: measured against
         // the limit itself, the climb after a 10 s outage of a ceiling of
         // 200 stopped at every step, 0.96 of the capacity).
+        // Under a try, what the window before served where that fell short
+        // of its limit (an open demand keeps ~0.6 of a permit free between
+        // arrivals: measured against the level itself, no try found room,
+        // and after a step from 20 to 60 the limit crept up one permit per
+        // 5 s, 0.46 of the capacity).
         let below = match self.phase {
-            Phase::Known { ceiling } if limit >= ceiling => limit - 1,
-            Phase::Explore { step } => limit.saturating_sub(step / 2),
+            Phase::Known { ceiling } if limit >= ceiling => (limit - 1) as f64 - self.short_before,
+            Phase::Explore { step } => limit.saturating_sub(step / 2) as f64,
             _ => return None,
         };
-        let served = self.served.filter(|&n| n < below as f64 + 0.5)?;
+        let served = self.served.filter(|&n| n < below + 0.5)?;
         if let Phase::Explore { .. } = self.phase {
             // Exploring: the ceiling is what was served.
             let next = (served.round() as usize)
@@ -1942,14 +1955,26 @@ mod tests {
         let mut law = known();
         assert_eq!(law.next_limit(21, &win(412, 0, 21, 50.0, 1000)), 22);
         assert_eq!(law.phase, Phase::Known { ceiling: 22 });
-        // Too short a window to measure what was served says nothing, even
-        // with an old measure of 20.2 (at rest, 20) at hand.
-        let mut law = Ceiling {
-            served: Some(20.2),
+        // At rest (20), `served` measured the window before.
+        let rested = |served| Ceiling {
+            served: Some(served),
             served_at: 20,
             ..known()
         };
-        assert_eq!(law.next_limit(21, &win(4, 0, 21, 50.0, 60)), 22);
+        // Under an open demand the window at rest served 19.4 of 20 (0.6 of
+        // a permit free between arrivals): a try that served 20.2 served a
+        // permit more, room; one that served 19.7 did not.
+        assert_eq!(
+            rested(19.4).next_limit(21, &win(404, 0, 21, 50.0, 1000)),
+            22
+        );
+        assert_eq!(
+            rested(19.4).next_limit(21, &win(394, 0, 21, 50.0, 1000)),
+            20
+        );
+        // Too short a window to measure what was served says nothing, even
+        // with an old measure of 20.2 (at rest, 20) at hand.
+        assert_eq!(rested(20.2).next_limit(21, &win(4, 0, 21, 50.0, 60)), 22);
         // Where nothing timed out, a demand that does not fill the limit
         // serves less than it too: the try counts as room, as it always has.
         let mut law = Ceiling {
