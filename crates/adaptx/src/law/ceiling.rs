@@ -157,9 +157,9 @@ const DECREASE: f64 = 0.9;
 /// this many successes.
 const MEASURE_MIN_OK: u64 = 10;
 
-/// Clean windows too short to hold two round trips are pooled until they do
-/// and hold at least this many successes; their mean latency is a floor
-/// measure. (Fewer, and the lowest of many pooled means fell below the floor
+/// Clean windows in a row are pooled until they hold two round trips and at
+/// least this many successes; their mean latency is a floor measure (where
+/// one window is shorter than two round trips, the only one). (Fewer, and the lowest of many pooled means fell below the floor
 /// on a jittery 1 s backend: its latency cuts cost 1.5 % of the goodput.)
 const FLOOR_POOL_OK: u64 = 60;
 
@@ -196,8 +196,7 @@ enum Phase {
 ///   ceiling's level: the limit goes there. Measured where the limit itself
 ///   bound it, or in a window where no call admitted in it failed at a
 ///   backend that does not drop (it took the whole limit), the ceiling lies
-///   between that
-///   limit and the failing one: the limit tries halfway. A measure at or
+///   between that limit and the failing one: the limit tries halfway. A measure at or
 ///   above the failing limit is older than the ceiling: a cut by a tenth.
 /// - **Noise.** Fresh failures count as overload only when background noise
 ///   could not explain them: the law learns the rate of failures that come at
@@ -221,11 +220,14 @@ enum Phase {
 ///   rejection when the ceiling is still there. A clean probe takes the
 ///   permit and tries one more the next window; room found three times in a
 ///   row means the ceiling moved up, and the limit climbs by half itself
-///   (by 4 where that is more, or where background noise could have made
-///   the room), doubling the step per window until it fails. Once failures have come back at a timeout (a
-///   backend that drops what it cannot take; the dropped calls hold their
-///   permits, so their windows look clean and busy), a try or a step finds
-///   room only where the backend served more than the level below it.
+///   (by 4 where that is more, or where no try found its room quietly:
+///   background noise could have made it), doubling the step per window
+///   until it fails. Once failures have come back at a timeout (a backend
+///   that drops what it cannot take; the dropped calls hold their permits,
+///   so their windows look clean and busy), a try or a step finds room only
+///   where the backend served more than the level below it (for a try, half
+///   a permit more than the window at that level served, which an open
+///   demand leaves short of its limit).
 ///   Below the resting level it returns halfway per window. A failure at a
 ///   resting level that held cuts to what was served and by a tenth at
 ///   least.
@@ -277,12 +279,15 @@ enum Phase {
 ///   time: what they did not take stays free for their next tries instead
 ///   of going back). Room given and not taken costs a window of it.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
-///   window since the floor was last probed. A busy window whose success mean
+///   window, or of clean windows pooled until they hold two round trips and
+///   60 successes (a backend slower than half a window has no other), since
+///   the floor was last probed. A busy window whose success mean
 ///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
 ///   `L · floor · (1 + tolerance) / mean`, and that level becomes the ceiling.
 ///   A mean more than 1.5 × the allowed one, or three such cuts in a row,
-///   first *probes* the floor (at most every 5 windows): one window at half the
-///   limit, whose mean becomes the floor — so a backend that got slower, not
+///   first *probes* the floor (at most every 5 windows): half the limit for
+///   a window, or as many as two round trips take, whose last mean becomes
+///   the floor — so a backend that got slower, not
 ///   busier, keeps its limit. The first window slower than the floor allows
 ///   also checks it with such a window at the next busy, clean window, and
 ///   so does each check that finds it lower: the first windows may have
@@ -365,13 +370,15 @@ pub struct Ceiling {
     latency_cuts: u32,
     /// The limit to restore after a floor probe in progress.
     floor_probe: Option<usize>,
+    /// How long the floor probe in progress has run, in nanoseconds.
+    probe_nanos: u64,
     /// The concurrency served in the last measured window, and the limit
     /// it was measured at.
     served: Option<f64>,
     served_at: usize,
-    /// How far the measure before the last one fell short of its limit:
-    /// an open demand's gaps between arrivals, or what the backend did not
-    /// take.
+    /// How far the measure before the last one fell short of its limit,
+    /// when that limit was one below the last one's: an open demand's gaps
+    /// between arrivals, or what the backend did not take.
     short_before: f64,
     /// Background failure probability per sample (failures that come at any
     /// load: a flaky network), learned from every window...
@@ -399,7 +406,7 @@ pub struct Ceiling {
     /// Windows in a row that ended in overload.
     overloads: u32,
     /// A window at half the limit is due to check the floor (see
-    /// `decide`).
+    /// `latency`).
     floor_due: bool,
     /// A window has been slower than the floor allows.
     latency_seen: bool,
@@ -449,6 +456,7 @@ impl Ceiling {
             floor: None,
             pool: Pool::default(),
             since_floor_probe: PROBE_SPACING,
+            probe_nanos: 0,
             latency_cuts: 0,
             floor_probe: None,
             served: None,
@@ -750,14 +758,38 @@ impl Ceiling {
         next
     }
 
-    /// After the window at half the limit that checked the latency floor:
-    /// the floor it measured from `mean_ok`, and the limit to return to,
-    /// unless a fresh failure (`failures`) makes that the overload's
-    /// decision. Counts the windows since the last check.
-    fn floor_probed(&mut self, mean_ok: Option<f64>, failures: u64) -> Option<usize> {
+    /// After a window of the floor probe at half the limit (`limit`): the
+    /// limit for the next window. The probe holds until it has run two
+    /// round trips, so that its last window's successes were admitted under
+    /// it; then that window's mean `mean_ok` is the floor, and the limit
+    /// goes back to where it was, unless a fresh failure (`failures`) makes
+    /// that the overload's decision. Counts the windows since the last
+    /// check.
+    fn floor_probed(
+        &mut self,
+        limit: usize,
+        w: &WindowSummary,
+        mean_ok: Option<f64>,
+    ) -> Option<usize> {
         self.since_floor_probe = self.since_floor_probe.saturating_add(1);
         let saved = self.floor_probe.take()?;
-        if let Some(m) = mean_ok {
+        self.probe_nanos = self.probe_nanos.saturating_add(w.duration_nanos);
+        if w.failures == 0 && mean_ok.is_some_and(|m| (self.probe_nanos as f64) < 2.0 * m) {
+            // Too short to have seen its own calls come back: those that did
+            // were admitted before it, at the full limit. (Taken as the
+            // floor, a 600 ms queueing backend's floor rose to what the
+            // queue made, and its p99 stayed at 4.4 s on some seeds; kept
+            // out of it for good, a floor that truly rose, 500 ms to 1 s,
+            // was never relearned, and the limit fell to 1.)
+            self.floor_probe = Some(saved);
+            return Some(limit);
+        }
+        // Ended early by a failure, it measured nothing of its own.
+        let spanned = mean_ok.filter(|&m| self.probe_nanos as f64 >= 2.0 * m);
+        self.probe_nanos = 0;
+        if let Some(m) = spanned {
+            // The windows before the probe measured the old floor.
+            self.pool = Pool::default();
             if self
                 .floor
                 .is_some_and(|f| m * (1.0 + self.tolerance / 2.0) < f)
@@ -770,7 +802,7 @@ impl Ceiling {
         }
         self.since_floor_probe = 0;
         self.latency_cuts = 0;
-        (failures == 0).then_some(saved)
+        (w.failures == 0).then_some(saved)
     }
 
     /// Measures the concurrency the backend served by Little's law (`ok`
@@ -794,8 +826,11 @@ impl Ceiling {
             return false;
         }
         self.lower_floor(m);
+        // Only a measure at the level below this window's says what a try
+        // here should beat.
         self.short_before = self
             .served
+            .filter(|_| self.served_at + 1 == limit)
             .map_or(0.0, |n| (self.served_at as f64 - n).max(0.0));
         self.served = Some(ok as f64 / w.duration_nanos as f64 * m);
         self.served_at = limit;
@@ -1114,7 +1149,7 @@ impl Ceiling {
             .saturating_sub(w.failures)
             .saturating_sub(w.stale_failures);
         let mean_ok = (ok > 0 && w.mean_ok_rtt_nanos > 0.0).then_some(w.mean_ok_rtt_nanos);
-        if let Some(saved) = self.floor_probed(mean_ok, w.failures) {
+        if let Some(saved) = self.floor_probed(limit, w, mean_ok) {
             return saved;
         }
         let all_failed = w.failures + w.stale_failures;
@@ -1972,6 +2007,14 @@ mod tests {
             rested(19.4).next_limit(21, &win(394, 0, 21, 50.0, 1000)),
             20
         );
+        // A measure at another level (20 served at 80, long ago) says
+        // nothing of what a try of 21 should beat.
+        let mut law = Ceiling {
+            served: Some(20.0),
+            served_at: 80,
+            ..known()
+        };
+        assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 20);
         // Too short a window to measure what was served says nothing, even
         // with an old measure of 20.2 (at rest, 20) at hand.
         assert_eq!(rested(20.2).next_limit(21, &win(4, 0, 21, 50.0, 60)), 22);
@@ -2059,6 +2102,31 @@ mod tests {
             l = flat.next_limit(l, &full(l));
             assert!(!flat.floor_due && flat.floor_probe.is_none());
         }
+    }
+
+    #[test]
+    fn ceiling_holds_a_floor_probe_until_it_spans_two_round_trips() {
+        // A probe at 20 of 40, on 600 ms calls: its first 1 s window sees
+        // the calls admitted at 40 come back (900 ms), not its own.
+        let probing = || Ceiling {
+            phase: Phase::Known { ceiling: 41 },
+            floor: Some(600.0 * MS),
+            floor_probe: Some(40),
+            ..Ceiling::default()
+        };
+        let mut law = probing();
+        assert_eq!(law.next_limit(20, &win(30, 0, 20, 900.0, 1000)), 20);
+        assert_eq!(law.floor, Some(600.0 * MS));
+        // Two round trips in: the window's successes are the probe's own.
+        // The floor rose to 700 ms; back to 40.
+        assert_eq!(law.next_limit(20, &win(30, 0, 20, 700.0, 1000)), 40);
+        assert_eq!(law.floor, Some(700.0 * MS));
+        assert_eq!(law.floor_probe, None);
+        // Ended early by an overload, it measured nothing: the floor stays.
+        let mut law = probing();
+        assert!(law.next_limit(20, &win(29, 1, 20, 900.0, 1000)) < 40);
+        assert_eq!(law.floor, Some(600.0 * MS));
+        assert_eq!(law.floor_probe, None);
     }
 
     #[test]
