@@ -364,7 +364,7 @@ pub struct Ceiling {
     /// of shorter clean windows, since the last floor probe.
     floor: Option<f64>,
     /// The clean windows since the last floor taken from them.
-    pool: Pool,
+    pool: FloorPool,
     since_floor_probe: u32,
     /// Consecutive windows cut on latency.
     latency_cuts: u32,
@@ -454,7 +454,7 @@ impl Ceiling {
             rng: DEFAULT_SEED,
             seed: DEFAULT_SEED,
             floor: None,
-            pool: Pool::default(),
+            pool: FloorPool::default(),
             since_floor_probe: PROBE_SPACING,
             probe_nanos: 0,
             latency_cuts: 0,
@@ -789,7 +789,7 @@ impl Ceiling {
         self.probe_nanos = 0;
         if let Some(m) = spanned {
             // The windows before the probe measured the old floor.
-            self.pool = Pool::default();
+            self.pool = FloorPool::default();
             if self
                 .floor
                 .is_some_and(|f| m * (1.0 + self.tolerance / 2.0) < f)
@@ -813,15 +813,10 @@ impl Ceiling {
     /// control (a 600 ms queueing backend: p99 4.4 s against 0.9 s
     /// unloaded).
     fn measure(&mut self, limit: usize, w: &WindowSummary, ok: u64, mean_ok: Option<f64>) -> bool {
+        self.pool_floor(w, ok, mean_ok);
         let Some(m) = mean_ok else {
-            self.pool = Pool::default();
             return false;
         };
-        if w.failures > 0 {
-            self.pool = Pool::default();
-        } else if let Some(pooled) = self.pool.add(ok, m, w.duration_nanos) {
-            self.lower_floor(pooled);
-        }
         if ok < MEASURE_MIN_OK || (w.duration_nanos as f64) < 2.0 * m {
             return false;
         }
@@ -839,6 +834,21 @@ impl Ceiling {
         // answered, say nothing of what it took).
         self.served_clean = w.failures == 0;
         true
+    }
+
+    /// Adds a clean window (`ok` successes of mean latency `mean_ok`) to the
+    /// floor's pool, and lowers the floor to the pool's mean once it holds
+    /// enough; a window with a fresh failure, or without a success, starts
+    /// the pool again.
+    fn pool_floor(&mut self, w: &WindowSummary, ok: u64, mean_ok: Option<f64>) {
+        match mean_ok {
+            Some(m) if w.failures == 0 => {
+                if let Some(pooled) = self.pool.add(ok, m, w.duration_nanos) {
+                    self.lower_floor(pooled);
+                }
+            }
+            _ => self.pool = FloorPool::default(),
+        }
     }
 
     /// Lowers the floor to `m` if that is lower (sets it if none).
@@ -869,7 +879,7 @@ impl Ceiling {
     /// above the floor's tolerance (a jump, or cuts that went on, probe the
     /// floor first: slower, or busier?). `None` where the latency is within
     /// the tolerance, or the window did not fill the limit.
-    fn latency(
+    fn latency_limit(
         &mut self,
         limit: usize,
         w: &WindowSummary,
@@ -1197,7 +1207,7 @@ impl Ceiling {
             // A full window: busy, and closed on time, not on a failure.
             self.full_samples = w.samples;
         }
-        if let Some(next) = self.latency(limit, w, mean_ok, busy) {
+        if let Some(next) = self.latency_limit(limit, w, mean_ok, busy) {
             return next;
         }
         if !busy {
@@ -1312,24 +1322,24 @@ fn keep(samples: u64) -> f64 {
 /// Clean windows in a row, pooled to measure the floor where one window is
 /// shorter than two round trips: a backend slower than half a window.
 #[derive(Debug, Clone, Copy, Default)]
-struct Pool {
+struct FloorPool {
     /// Successes.
     ok: u64,
     /// The sum of their latencies, in nanoseconds.
-    rtt: f64,
+    rtt_sum: f64,
     /// The windows' time, in nanoseconds.
     nanos: u64,
 }
 
-impl Pool {
+impl FloorPool {
     /// Adds a clean window of `ok` successes of mean latency `mean_ok`
     /// lasting `nanos`; their mean latency once the pool holds two round
     /// trips and [`FLOOR_POOL_OK`] successes (and the pool starts again).
     fn add(&mut self, ok: u64, mean_ok: f64, nanos: u64) -> Option<f64> {
         self.ok += ok;
-        self.rtt += mean_ok * ok as f64;
+        self.rtt_sum += mean_ok * ok as f64;
         self.nanos = self.nanos.saturating_add(nanos);
-        let mean = self.rtt / self.ok as f64;
+        let mean = self.rtt_sum / self.ok as f64;
         if self.ok < FLOOR_POOL_OK || (self.nanos as f64) < 2.0 * mean {
             return None;
         }
