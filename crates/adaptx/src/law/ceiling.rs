@@ -774,7 +774,8 @@ impl Ceiling {
         self.since_floor_probe = self.since_floor_probe.saturating_add(1);
         let saved = self.floor_probe.take()?;
         self.probe_nanos = self.probe_nanos.saturating_add(w.duration_nanos);
-        if w.failures == 0 && mean_ok.is_some_and(|m| (self.probe_nanos as f64) < 2.0 * m) {
+        let spanned = mean_ok.filter(|&m| spans_two_round_trips(self.probe_nanos, m));
+        if w.failures == 0 && mean_ok.is_some() && spanned.is_none() {
             // Too short to have seen its own calls come back: those that did
             // were admitted before it, at the full limit. (Taken as the
             // floor, a 600 ms queueing backend's floor rose to what the
@@ -784,8 +785,8 @@ impl Ceiling {
             self.floor_probe = Some(saved);
             return Some(limit);
         }
-        // Ended early by a failure, it measured nothing of its own.
-        let spanned = mean_ok.filter(|&m| self.probe_nanos as f64 >= 2.0 * m);
+        // Ended early by a failure (not spanned), it measured nothing of its
+        // own.
         self.probe_nanos = 0;
         if let Some(m) = spanned {
             // The windows before the probe measured the old floor.
@@ -817,7 +818,7 @@ impl Ceiling {
         let Some(m) = mean_ok else {
             return false;
         };
-        if ok < MEASURE_MIN_OK || (w.duration_nanos as f64) < 2.0 * m {
+        if ok < MEASURE_MIN_OK || !spans_two_round_trips(w.duration_nanos, m) {
             return false;
         }
         self.lower_floor(m);
@@ -856,13 +857,18 @@ impl Ceiling {
         self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
     }
 
-    /// Whether the window's failures (fresh and late) waited more than
+    /// Whether the window's `all_failed` failures (fresh and late) waited more than
     /// [`DROPPED_WAIT`] times its successes' mean latency `mean_ok`: a
     /// backend that drops what it cannot take answers at the client's
     /// timeout, far past its service. Remembers what they waited, the
     /// timeout, when they did.
-    fn timed_out(&mut self, w: &WindowSummary, ok: u64, mean_ok: Option<f64>) -> bool {
-        let all_failed = w.failures + w.stale_failures;
+    fn timed_out(
+        &mut self,
+        w: &WindowSummary,
+        ok: u64,
+        all_failed: u64,
+        mean_ok: Option<f64>,
+    ) -> bool {
         let Some(m) = mean_ok.filter(|_| all_failed > 0) else {
             return false;
         };
@@ -1166,7 +1172,7 @@ impl Ceiling {
         let measured = self.measure(limit, w, ok, mean_ok);
         // Counted for overload and for the drain of one, below; not for a
         // failure judged noise.
-        let timed_out = self.timed_out(w, ok, mean_ok);
+        let timed_out = self.timed_out(w, ok, all_failed, mean_ok);
         self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
         self.since_drop = self.since_drop.saturating_add(1);
         let below = self.below_lowest_rest(limit);
@@ -1319,6 +1325,13 @@ fn keep(samples: u64) -> f64 {
     (1.0 - 1.0 / NOISE_SAMPLES).powf(samples as f64)
 }
 
+/// Whether `nanos` hold two round trips of `rtt` nanoseconds: enough for
+/// Little's law, and for the calls that complete to have been admitted in
+/// them.
+fn spans_two_round_trips(nanos: u64, rtt: f64) -> bool {
+    nanos as f64 >= 2.0 * rtt
+}
+
 /// Clean windows in a row, pooled to measure the floor where one window is
 /// shorter than two round trips: a backend slower than half a window.
 #[derive(Debug, Clone, Copy, Default)]
@@ -1340,7 +1353,7 @@ impl FloorPool {
         self.rtt_sum += mean_ok * ok as f64;
         self.nanos = self.nanos.saturating_add(nanos);
         let mean = self.rtt_sum / self.ok as f64;
-        if self.ok < FLOOR_POOL_OK || (self.nanos as f64) < 2.0 * mean {
+        if self.ok < FLOOR_POOL_OK || !spans_two_round_trips(self.nanos, mean) {
             return None;
         }
         *self = Self::default();
