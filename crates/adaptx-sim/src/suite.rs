@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 33] = [
+pub const BUILTIN: [(&str, &str); 34] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -146,6 +146,10 @@ pub const BUILTIN: [(&str, &str); 33] = [
     (
         "33-drop-open-step.toml",
         include_str!("../scenarios/33-drop-open-step.toml"),
+    ),
+    (
+        "34-slow-queue-1s.toml",
+        include_str!("../scenarios/34-slow-queue-1s.toml"),
     ),
 ];
 

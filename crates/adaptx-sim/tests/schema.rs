@@ -57,7 +57,8 @@ fn the_shipped_scenarios_load() {
             "30-queue-below-start",
             "31-step-up-fivefold",
             "32-slow-queue",
-            "33-drop-open-step"
+            "33-drop-open-step",
+            "34-slow-queue-1s"
         ]
     );
     assert!(

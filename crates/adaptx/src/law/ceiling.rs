@@ -1,6 +1,7 @@
 //! Ceiling: find the backend's best concurrency, rest at it, probe it
 //! rarely.
 
+use super::baseline::BASELINE_PROBE_DROP;
 use super::{ControlLaw, LawState, WindowSummary, app_limited, utilized};
 use crate::defaults::DEFAULT_UTILIZATION;
 use crate::rng::{GOLDEN_GAMMA, splitmix64};
@@ -372,6 +373,8 @@ pub struct Ceiling {
     floor_probe: Option<usize>,
     /// How long the floor probe in progress has run, in nanoseconds.
     probe_nanos: u64,
+    /// The mean success latency of the window that started it.
+    probe_from: Option<f64>,
     /// The concurrency served in the last measured window, and the limit
     /// it was measured at.
     served: Option<f64>,
@@ -461,6 +464,7 @@ impl Ceiling {
             pool: FloorPool::default(),
             since_floor_probe: PROBE_SPACING,
             probe_nanos: 0,
+            probe_from: None,
             latency_cuts: 0,
             floor_probe: None,
             served: None,
@@ -768,9 +772,12 @@ impl Ceiling {
     /// limit for the next window. The probe holds until it has run two
     /// round trips, so that its last window's successes were admitted under
     /// it; then that window's mean `mean_ok` is the floor, and the limit
-    /// goes back to where it was, unless a fresh failure (`failures`) makes
-    /// that the overload's decision. Counts the windows since the last
-    /// check.
+    /// goes back to where it was, unless a fresh failure makes that the
+    /// overload's decision. Where the mean is more than
+    /// [`BASELINE_PROBE_DROP`] below the latency of the window that started
+    /// the probe, the queue was ours: the mean only lowers the floor, and
+    /// the limit the probe started from is cut on that latency, as in
+    /// [`Ceiling::latency_limit`]. Counts the windows since the last check.
     fn floor_probed(
         &mut self,
         limit: usize,
@@ -794,6 +801,7 @@ impl Ceiling {
         // Ended early by a failure (not spanned), it measured nothing of its
         // own.
         self.probe_nanos = 0;
+        let mut cut = None;
         if let Some(m) = spanned {
             // The windows before the probe measured the old floor.
             self.pool = FloorPool::default();
@@ -805,11 +813,41 @@ impl Ceiling {
                 // still. Check again.
                 self.floor_due = true;
             }
-            self.floor = Some(m);
+            match self
+                .probe_from
+                .filter(|&from| m < (1.0 - BASELINE_PROBE_DROP) * from)
+            {
+                // Half the limit took more than a tenth off the latency: the
+                // queue was ours, not a slower backend (the delay laws'
+                // baseline rule). Adopted, a probe at 28 on 20 shared 1 s
+                // workers took 1.5 s for the floor, read the 3 s of the
+                // limit of 57 it restored as a jump to probe again, and
+                // looped between the two: p99 3.6 s.
+                Some(from) => {
+                    self.lower_floor(m);
+                    let allowed = self.floor.map_or(m, |f| f * (1.0 + self.tolerance));
+                    cut = (from > allowed).then(|| self.cut_to(saved, allowed / from));
+                }
+                None => self.floor = Some(m),
+            }
         }
         self.since_floor_probe = 0;
         self.latency_cuts = 0;
-        (w.failures == 0).then_some(saved)
+        if w.failures > 0 {
+            return None;
+        }
+        Some(cut.unwrap_or(saved))
+    }
+
+    /// Cuts `limit` by the ratio of the latency allowed to the latency
+    /// measured, `ratio`, to at least one permit less (and at least 1), and
+    /// remembers the ceiling one above the cut.
+    fn cut_to(&mut self, limit: usize, ratio: f64) -> usize {
+        let next = ((limit as f64 * ratio) as usize)
+            .min(limit.saturating_sub(1))
+            .max(1);
+        self.remember(next + 1);
+        next
     }
 
     /// Measures the concurrency the backend served by Little's law (`ok`
@@ -941,6 +979,7 @@ impl Ceiling {
             // check finds it lower.
             self.floor_due = false;
             self.floor_probe = Some(limit);
+            self.probe_from = mean_ok;
             return Some((limit / 2).max(1));
         }
         if let (Some(floor), Some(m)) = (self.floor, mean_ok) {
@@ -953,14 +992,11 @@ impl Ceiling {
                 if suspect && self.since_floor_probe >= PROBE_SPACING {
                     // Slower, or busier? One window at half the limit tells.
                     self.floor_probe = Some(limit);
+                    self.probe_from = mean_ok;
                     return Some((limit / 2).max(1));
                 }
                 self.latency_cuts += 1;
-                let next = ((limit as f64 * allowed / m) as usize)
-                    .min(limit - 1)
-                    .max(1);
-                self.remember(next + 1);
-                return Some(next);
+                return Some(self.cut_to(limit, allowed / m));
             }
         }
         self.latency_cuts = 0;
@@ -2148,8 +2184,10 @@ mod tests {
         assert!(law.floor_due);
         // The next busy, clean window is the check: half the limit.
         assert_eq!(law.next_limit(12, &win(100, 0, 12, 110.0, 1000)), 6);
-        // It found the floor lower (60 ms): back, and another check is due.
-        assert_eq!(law.next_limit(6, &win(100, 0, 6, 60.0, 1000)), 12);
+        // It found the floor lower (60 ms), and the latency 45 % lower than
+        // at 12: that queue was ours. Cut on it, 12 × 72 / 110, and another
+        // check is due.
+        assert_eq!(law.next_limit(6, &win(100, 0, 6, 60.0, 1000)), 7);
         assert_eq!(law.floor, Some(60.0 * MS));
         assert!(law.floor_due);
         // Later slow windows alone do not: one check per first slow window
@@ -2243,6 +2281,34 @@ mod tests {
             ..queued()
         };
         assert_eq!(law.next_limit(20, &slow(20, 0, 20, 1000.0)), 30);
+    }
+
+    #[test]
+    fn ceiling_cuts_where_a_floor_probe_drained_a_queue_of_its_own() {
+        // A probe at 28 of 57 on 20 shared 1 s workers, started by a window
+        // of 3.1 s against a floor of 1 s.
+        let probing = || Ceiling {
+            phase: Phase::Known { ceiling: 58 },
+            floor: Some(1000.0 * MS),
+            floor_probe: Some(57),
+            probe_from: Some(3100.0 * MS),
+            ..Ceiling::default()
+        };
+        // Its own calls took 1.54 s, half: the queue was ours. The floor
+        // stays, and 57 is cut on 3.1 s: 57 × 1.2 / 3.1.
+        let mut law = probing();
+        assert_eq!(law.next_limit(28, &win(60, 0, 28, 1540.0, 4000)), 22);
+        assert_eq!(law.floor, Some(1000.0 * MS));
+        assert_eq!(law.phase, Phase::Known { ceiling: 23 });
+        // Lower than the floor, it lowers it, and the cut reads that.
+        let mut law = probing();
+        assert_eq!(law.next_limit(28, &win(60, 0, 28, 900.0, 4000)), 19);
+        assert_eq!(law.floor, Some(900.0 * MS));
+        // Less than a tenth off: the backend is slower. 2.9 s is the floor,
+        // and 57 is restored.
+        let mut law = probing();
+        assert_eq!(law.next_limit(28, &win(40, 0, 28, 2900.0, 6000)), 57);
+        assert_eq!(law.floor, Some(2900.0 * MS));
     }
 
     #[test]
