@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 34] = [
+pub const BUILTIN: [(&str, &str); 35] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -150,6 +150,10 @@ pub const BUILTIN: [(&str, &str); 34] = [
     (
         "34-slow-queue-1s.toml",
         include_str!("../scenarios/34-slow-queue-1s.toml"),
+    ),
+    (
+        "35-slow-queue-2s.toml",
+        include_str!("../scenarios/35-slow-queue-2s.toml"),
     ),
 ];
 

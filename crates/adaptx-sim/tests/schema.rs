@@ -58,7 +58,8 @@ fn the_shipped_scenarios_load() {
             "31-step-up-fivefold",
             "32-slow-queue",
             "33-drop-open-step",
-            "34-slow-queue-1s"
+            "34-slow-queue-1s",
+            "35-slow-queue-2s"
         ]
     );
     assert!(
