@@ -172,7 +172,8 @@ const DROPPED_WAIT: f64 = 4.0;
 /// Where a limit is and what it has learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// No overload seen yet: grow by half per window.
+    /// No overload seen yet: grow by half per window, at most once per
+    /// round trip.
     SlowStart,
     /// Overload was seen at `ceiling`: rest just below it, probe it every few
     /// windows.
@@ -186,7 +187,9 @@ enum Phase {
 /// and probes it rarely, from overload failures *and* latency.
 ///
 /// - **Slow start.** Until the first overload it grows the limit by half per
-///   clean, busy window, so the first overshoot is at most 1.5 × C*.
+///   clean, busy window, at most once per round trip (its latency judged
+///   over the windows of that round trip), so the first overshoot is at
+///   most 1.5 × C* past the last level whose calls came back.
 /// - **Decrease to what was served.** On a fresh overload failure (the
 ///   limiter closes the window at once: [`reacts_to_first_failure`]) it uses
 ///   the concurrency the backend actually served in the last window long
@@ -289,7 +292,10 @@ enum Phase {
 ///   first *probes* the floor (at most every 5 windows): half the limit for
 ///   a window, or as many as two round trips take, whose last mean becomes
 ///   the floor — so a backend that got slower, not
-///   busier, keeps its limit. The first window slower than the floor allows
+///   busier, keeps its limit. Where that mean is more than a tenth below
+///   the latency that started the probe, the queue was ours: it only lowers
+///   the floor, and the limit is cut on that latency if it is above the
+///   tolerance. The first window slower than the floor allows
 ///   also checks it with such a window at the next busy, clean window, and
 ///   so does each check that finds it lower: the first windows may have
 ///   taught it above C*.
@@ -371,8 +377,6 @@ pub struct Ceiling {
     latency_cuts: u32,
     /// The limit to restore after a floor probe in progress.
     floor_probe: Option<usize>,
-    /// How long the floor probe in progress has run, in nanoseconds.
-    probe_nanos: u64,
     /// The mean success latency of the window that started it.
     probe_from: Option<f64>,
     /// The concurrency served in the last measured window, and the limit
@@ -422,10 +426,10 @@ pub struct Ceiling {
     since_try_nanos: u64,
     /// The limit of the last window, and how long it has been in force
     /// (nanoseconds, that window included).
-    held: usize,
-    held_nanos: u64,
+    in_force: usize,
+    in_force_nanos: u64,
     /// Slow start's successes at that limit.
-    held_pool: LatencyPool,
+    slow_start_pool: LatencyPool,
 }
 
 impl Default for Ceiling {
@@ -465,7 +469,6 @@ impl Ceiling {
             floor: None,
             pool: LatencyPool::default(),
             since_floor_probe: PROBE_SPACING,
-            probe_nanos: 0,
             probe_from: None,
             latency_cuts: 0,
             floor_probe: None,
@@ -488,9 +491,9 @@ impl Ceiling {
             since_drop: u32::MAX,
             drop_wait: 0.0,
             since_try_nanos: 0,
-            held: 0,
-            held_nanos: 0,
-            held_pool: LatencyPool::default(),
+            in_force: 0,
+            in_force_nanos: 0,
+            slow_start_pool: LatencyPool::default(),
         };
         law.rest = law.draw_rest();
         law
@@ -780,7 +783,8 @@ impl Ceiling {
     /// [`BASELINE_PROBE_DROP`] below the latency of the window that started
     /// the probe, the queue was ours: the mean only lowers the floor, and
     /// the limit the probe started from is cut on that latency, as in
-    /// [`Ceiling::latency_limit`]. Counts the windows since the last check.
+    /// [`Ceiling::latency_limit`], if it is above the tolerance (else
+    /// restored). Counts the windows since the last check.
     fn floor_probed(
         &mut self,
         limit: usize,
@@ -789,8 +793,8 @@ impl Ceiling {
     ) -> Option<usize> {
         self.since_floor_probe = self.since_floor_probe.saturating_add(1);
         let saved = self.floor_probe.take()?;
-        self.probe_nanos = self.probe_nanos.saturating_add(w.duration_nanos);
-        let spanned = mean_ok.filter(|&m| spans_two_round_trips(self.probe_nanos, m));
+        // The probe's limit has been in force since it started.
+        let spanned = mean_ok.filter(|&m| self.has_run(2.0, m));
         if w.failures == 0 && mean_ok.is_some() && spanned.is_none() {
             // Too short to have seen its own calls come back: those that did
             // were admitted before it, at the full limit. (Taken as the
@@ -803,7 +807,6 @@ impl Ceiling {
         }
         // Ended early by a failure (not spanned), it measured nothing of its
         // own.
-        self.probe_nanos = 0;
         let mut cut = None;
         if let Some(m) = spanned {
             // The windows before the probe measured the old floor.
@@ -828,8 +831,12 @@ impl Ceiling {
                 // looped between the two: p99 3.6 s.
                 Some(from) => {
                     self.lower_floor(m);
-                    let allowed = self.allowed().unwrap_or(m);
-                    cut = (from > allowed).then(|| self.cut_to(saved, allowed / from));
+                    // A fresh failure makes the decision the overload's,
+                    // against the ceiling as it was.
+                    cut = self
+                        .allowed()
+                        .filter(|&allowed| w.failures == 0 && from > allowed)
+                        .map(|allowed| self.cut_to(saved, allowed / from));
                 }
                 None => self.floor = Some(m),
             }
@@ -891,7 +898,7 @@ impl Ceiling {
     fn pool_floor(&mut self, w: &WindowSummary, ok: u64, mean_ok: Option<f64>) {
         match mean_ok {
             Some(m) if w.failures == 0 => {
-                if let Some(pooled) = self.pool.floor(ok, m, w.duration_nanos) {
+                if let Some(pooled) = self.pool.push_for_floor(ok, m, w.duration_nanos) {
                     self.lower_floor(pooled);
                 }
             }
@@ -929,9 +936,10 @@ impl Ceiling {
 
     /// Whether a clean window, at a backend whose latency has risen with load
     /// (`latency_seen`), came too soon after the limit last moved to judge
-    /// it for a latency cut (its latency is above the floor's tolerance) or
-    /// a multiplicative step (an exploration, or the try that would start
-    /// one): the limit has not been in force for two round trips (the
+    /// it where its latency is above the floor's tolerance (a cut, or a
+    /// probe of the floor, would follow) or where it would take a
+    /// multiplicative step (an exploration, or the try of the ceiling that
+    /// would start one): the limit has not been in force for two round trips (the
     /// window's latency `mean_ok`, else the floor), so the successes of the
     /// window were mostly admitted under the limit before. The law then
     /// holds the limit. Slow start waits one round trip instead
@@ -954,13 +962,15 @@ impl Ceiling {
     /// failure the background rate explains: under 1 % noise the windows
     /// last tens of milliseconds, and held on them, the climbs back from
     /// the cuts never came (0.97 of the capacity fell to 0.78).
-    fn settling(&self, w: &WindowSummary, mean_ok: Option<f64>) -> bool {
+    fn settling(&self, limit: usize, w: &WindowSummary, mean_ok: Option<f64>) -> bool {
         let slow = mean_ok
             .zip(self.allowed())
             .is_some_and(|(m, allowed)| m > allowed);
         let exploring = match self.phase {
             Phase::Explore { .. } => true,
-            Phase::Known { .. } => self.found + 1 >= EXCHANGE_EXPLORE_AFTER,
+            Phase::Known { ceiling } => {
+                limit >= ceiling && self.found + 1 >= EXCHANGE_EXPLORE_AFTER
+            }
             Phase::SlowStart => false,
         };
         (slow || exploring)
@@ -968,7 +978,13 @@ impl Ceiling {
             && w.failures == 0
             && mean_ok
                 .or(self.floor)
-                .is_some_and(|m| !spans_two_round_trips(self.held_nanos, m))
+                .is_some_and(|m| !self.has_run(2.0, m))
+    }
+
+    /// Whether the limit in force has run `round_trips` round trips of
+    /// `rtt` nanoseconds.
+    fn has_run(&self, round_trips: f64, rtt: f64) -> bool {
+        self.in_force_nanos as f64 >= round_trips * rtt
     }
 
     /// The latency the floor's tolerance allows, once there is a floor.
@@ -980,8 +996,8 @@ impl Ceiling {
     /// one round trip (the window's latency `mean_ok`, else the floor): its
     /// calls have not come back yet. Slow start then holds the limit and
     /// pools the latency of its windows, and judges it over the round trip
-    /// (as TCP's slow start grows once per round trip). Before any call has
-    /// come back it grows on what it admits.
+    /// (as TCP's slow start grows once per round trip). The first window
+    /// closes only when a call comes back, so it has run a round trip.
     ///
     /// Grown on every 1 s window, slow start on 2 s queueing calls was at
     /// 8 × C\* before the latency of its first steps came back (p99 5.4 s
@@ -993,7 +1009,7 @@ impl Ceiling {
         w.failures == 0
             && mean_ok
                 .or(self.floor)
-                .is_some_and(|m| (self.held_nanos as f64) < m)
+                .is_some_and(|m| !self.has_run(1.0, m))
     }
 
     /// The limit after a window whose latency says something: a check of
@@ -1273,12 +1289,12 @@ impl Ceiling {
     /// [`ControlLaw::next_limit`], before it notes what it asked for.
     fn decide(&mut self, limit: usize, w: &WindowSummary) -> usize {
         self.since_neighbour = self.since_neighbour.saturating_add(1);
-        if limit != self.held {
-            self.held = limit;
-            self.held_nanos = 0;
-            self.held_pool = LatencyPool::default();
+        if limit != self.in_force {
+            self.in_force = limit;
+            self.in_force_nanos = 0;
+            self.slow_start_pool = LatencyPool::default();
         }
-        self.held_nanos = self.held_nanos.saturating_add(w.duration_nanos);
+        self.in_force_nanos = self.in_force_nanos.saturating_add(w.duration_nanos);
         let ok = w
             .samples
             .saturating_sub(w.failures)
@@ -1332,20 +1348,20 @@ impl Ceiling {
             // A full window: busy, and closed on time, not on a failure.
             self.full_samples = w.samples;
         }
-        if self.settling(w, mean_ok) {
+        if self.settling(limit, w, mean_ok) {
             return limit;
         }
-        let mut judged = mean_ok;
+        let mut latency = mean_ok;
         if matches!(self.phase, Phase::SlowStart) {
             if let Some(m) = mean_ok {
-                self.held_pool.push(ok, m, w.duration_nanos);
+                self.slow_start_pool.push(ok, m, w.duration_nanos);
             }
             if self.before_round_trip(w, mean_ok) {
                 return limit;
             }
-            judged = self.held_pool.take();
+            latency = self.slow_start_pool.take();
         }
-        if let Some(next) = self.latency_limit(limit, w, judged, busy) {
+        if let Some(next) = self.latency_limit(limit, w, latency, busy) {
             return next;
         }
         if !busy {
@@ -1495,7 +1511,7 @@ impl LatencyPool {
     /// Adds a clean window (as [`LatencyPool::push`]); the mean latency once
     /// the pool holds two round trips and [`FLOOR_POOL_OK`] successes (and
     /// the pool starts again).
-    fn floor(&mut self, ok: u64, mean_ok: f64, nanos: u64) -> Option<f64> {
+    fn push_for_floor(&mut self, ok: u64, mean_ok: f64, nanos: u64) -> Option<f64> {
         self.push(ok, mean_ok, nanos);
         let mean = self.rtt_sum / self.ok as f64;
         if self.ok < FLOOR_POOL_OK || !spans_two_round_trips(self.nanos, mean) {
@@ -2340,6 +2356,26 @@ mod tests {
         };
         assert_eq!(law.next_limit(40, &slow(30, 0, 40, 1000.0)), 40);
         assert_eq!(law.next_limit(40, &slow(30, 0, 40, 1000.0)), 48);
+        // A withheld third try (the window ran at rest) is no try: asked
+        // again at once.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 33 },
+            found: 2,
+            asked: 33,
+            ..queued()
+        };
+        assert_eq!(law.next_limit(32, &slow(20, 0, 32, 1100.0)), 33);
+        // Without a success, the floor says how long a round trip is.
+        let stale_only = WindowSummary {
+            samples: 5,
+            stale_failures: 5,
+            ..slow(0, 0, 40, 1000.0)
+        };
+        let mut law = Ceiling {
+            phase: Phase::Explore { step: 8 },
+            ..queued()
+        };
+        assert_eq!(law.next_limit(40, &stale_only), 40);
         // A window closed on a failure the background rate explains is
         // judged at once (a significant one is an overload, judged before).
         let mut law = Ceiling {
@@ -2392,14 +2428,41 @@ mod tests {
         let mut law = probing();
         assert_eq!(law.next_limit(28, &win(40, 0, 28, 2900.0, 6000)), 57);
         assert_eq!(law.floor, Some(2900.0 * MS));
+        // More than a tenth off, but the latency it started from is within
+        // the tolerance: restored.
+        let mut law = Ceiling {
+            probe_from: Some(1150.0 * MS),
+            ..probing()
+        };
+        assert_eq!(law.next_limit(28, &win(60, 0, 28, 1000.0, 4000)), 57);
+        // A fresh failure makes it the overload's decision, against the
+        // ceiling as it was, whatever the probe measured.
+        let failed = |from| {
+            let mut law = Ceiling {
+                probe_from: from,
+                ..probing()
+            };
+            (law.next_limit(28, &win(60, 1, 28, 1540.0, 4000)), law.phase)
+        };
+        assert_eq!(failed(Some(3100.0 * MS)), failed(None));
+        // From the start: a jump at 57 probes at 28, which finds the queue
+        // was ours.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 58 },
+            rest: 100,
+            floor: Some(1000.0 * MS),
+            ..Ceiling::default()
+        };
+        assert_eq!(law.next_limit(57, &win(20, 0, 57, 3100.0, 1000)), 28);
+        assert_eq!(law.next_limit(28, &win(60, 0, 28, 1540.0, 4000)), 22);
     }
 
     #[test]
     fn ceiling_slow_start_grows_once_per_round_trip_and_judges_the_latency_over_it() {
-        // 3 s calls: before any comes back, slow start grows on what it
-        // admits.
+        // 3 s calls: the first window closes when the first calls come
+        // back, a round trip in.
         let mut law = Ceiling::default();
-        assert_eq!(law.next_limit(10, &win(0, 0, 10, 0.0, 1000)), 15);
+        assert_eq!(law.next_limit(10, &win(10, 0, 10, 3000.0, 3000)), 15);
         // Then it holds each limit until it has run a round trip.
         assert_eq!(law.next_limit(15, &win(3, 0, 15, 3000.0, 1000)), 15);
         assert_eq!(law.next_limit(15, &win(3, 0, 15, 3000.0, 1000)), 15);
@@ -2428,6 +2491,17 @@ mod tests {
         assert_eq!(law.next_limit(20, &win(20, 0, 20, 1500.0, 1000)), 20);
         assert_eq!(law.next_limit(40, &win(15, 0, 40, 1100.0, 1000)), 40);
         assert_eq!(law.next_limit(40, &win(15, 0, 40, 1100.0, 1000)), 60);
+        // Without a success, the floor says how long a round trip is.
+        let mut law = Ceiling {
+            floor: Some(2000.0 * MS),
+            ..Ceiling::default()
+        };
+        let stale_only = WindowSummary {
+            samples: 3,
+            stale_failures: 3,
+            ..win(0, 0, 20, 2000.0, 1000)
+        };
+        assert_eq!(law.next_limit(20, &stale_only), 20);
         // A fast backend grows every window.
         let mut law = Ceiling::default();
         assert_eq!(law.next_limit(20, &full(20)), 30);
