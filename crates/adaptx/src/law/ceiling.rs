@@ -169,6 +169,15 @@ const FLOOR_POOL_OK: u64 = 60;
 /// past a soft ceiling takes the service time).
 const DROPPED_WAIT: f64 = 4.0;
 
+/// What a window without a significant failure is judged by.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Judge {
+    /// The limit has not run long enough: hold it.
+    Hold,
+    /// This latency (nanoseconds; `None` without a success).
+    By(Option<f64>),
+}
+
 /// Where a limit is and what it has learned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -1289,12 +1298,7 @@ impl Ceiling {
     /// [`ControlLaw::next_limit`], before it notes what it asked for.
     fn decide(&mut self, limit: usize, w: &WindowSummary) -> usize {
         self.since_neighbour = self.since_neighbour.saturating_add(1);
-        if limit != self.in_force {
-            self.in_force = limit;
-            self.in_force_nanos = 0;
-            self.slow_start_pool = LatencyPool::default();
-        }
-        self.in_force_nanos = self.in_force_nanos.saturating_add(w.duration_nanos);
+        self.note_in_force(limit, w.duration_nanos);
         let ok = w
             .samples
             .saturating_sub(w.failures)
@@ -1348,19 +1352,10 @@ impl Ceiling {
             // A full window: busy, and closed on time, not on a failure.
             self.full_samples = w.samples;
         }
-        if self.settling(limit, w, mean_ok) {
-            return limit;
-        }
-        let mut latency = mean_ok;
-        if matches!(self.phase, Phase::SlowStart) {
-            if let Some(m) = mean_ok {
-                self.slow_start_pool.push(ok, m, w.duration_nanos);
-            }
-            if self.before_round_trip(w, mean_ok) {
-                return limit;
-            }
-            latency = self.slow_start_pool.take();
-        }
+        let latency = match self.latency_to_judge(limit, w, ok, mean_ok) {
+            Judge::By(latency) => latency,
+            Judge::Hold => return limit,
+        };
         if let Some(next) = self.latency_limit(limit, w, latency, busy) {
             return next;
         }
@@ -1390,6 +1385,43 @@ impl Ceiling {
             }
         }
         self.grow(limit, quiet)
+    }
+
+    /// Notes that `limit` was in force for a window of `nanos`; a new limit
+    /// starts its clock and slow start's pool again.
+    fn note_in_force(&mut self, limit: usize, nanos: u64) {
+        if limit != self.in_force {
+            self.in_force = limit;
+            self.in_force_nanos = 0;
+            self.slow_start_pool = LatencyPool::default();
+        }
+        self.in_force_nanos = self.in_force_nanos.saturating_add(nanos);
+    }
+
+    /// The latency to judge a window without a significant failure by (its
+    /// successes' mean `mean_ok`, or in slow start the mean over the round
+    /// trip), or a hold of the limit: it has not run long enough
+    /// ([`Ceiling::settling`], [`Ceiling::before_round_trip`]).
+    fn latency_to_judge(
+        &mut self,
+        limit: usize,
+        w: &WindowSummary,
+        ok: u64,
+        mean_ok: Option<f64>,
+    ) -> Judge {
+        if self.settling(limit, w, mean_ok) {
+            return Judge::Hold;
+        }
+        if !matches!(self.phase, Phase::SlowStart) {
+            return Judge::By(mean_ok);
+        }
+        if let Some(m) = mean_ok {
+            self.slow_start_pool.push(ok, m, w.duration_nanos);
+        }
+        if self.before_round_trip(w, mean_ok) {
+            return Judge::Hold;
+        }
+        Judge::By(self.slow_start_pool.take())
     }
 
     /// [`ControlLaw::state`].
