@@ -785,8 +785,12 @@ impl Ceiling {
 
     /// After a window of the floor probe at half the limit (`limit`): the
     /// limit for the next window. The probe holds until it has run two
-    /// round trips, so that its last window's successes were admitted under
-    /// it; then that window's mean `mean_ok` is the floor, and the limit
+    /// round trips and its window's peak in flight is within its limit (the
+    /// calls admitted before it have drained: the delay laws' baseline
+    /// test), so that its last window's successes were admitted under it;
+    /// four round trips if they never drain (a dropping backend's calls
+    /// hold their permits until the timeout). Then that window's mean
+    /// `mean_ok` is the floor, and the limit
     /// goes back to where it was, unless a fresh failure makes that the
     /// overload's decision. Where the mean is more than
     /// [`BASELINE_PROBE_DROP`] below the latency of the window that started
@@ -802,8 +806,14 @@ impl Ceiling {
     ) -> Option<usize> {
         self.since_floor_probe = self.since_floor_probe.saturating_add(1);
         let saved = self.floor_probe.take()?;
-        // The probe's limit has been in force since it started.
-        let spanned = mean_ok.filter(|&m| self.has_run(2.0, m));
+        // The probe's limit has been in force since it started. Two round
+        // trips alone were not enough: a probe at 4 on 5 shared 300 ms
+        // workers, whose first 1.2 s window still served the queue of the
+        // 8 before it, took 363 ms for the floor (300 ms), and the limit
+        // rested where tries cost 1.6 × the unloaded latency.
+        let drained = w.peak_in_flight <= limit;
+        let spanned =
+            mean_ok.filter(|&m| self.has_run(2.0, m) && (drained || self.has_run(4.0, m)));
         if w.failures == 0 && mean_ok.is_some() && spanned.is_none() {
             // Too short to have seen its own calls come back: those that did
             // were admitted before it, at the full limit. (Taken as the
@@ -2322,7 +2332,7 @@ mod tests {
     }
 
     #[test]
-    fn ceiling_holds_a_floor_probe_until_it_spans_two_round_trips() {
+    fn ceiling_holds_a_floor_probe_until_it_spans_two_round_trips_and_drains() {
         // A probe at 20 of 40, on 600 ms calls: its first 1 s window sees
         // the calls admitted at 40 come back (900 ms), not its own.
         let probing = || Ceiling {
@@ -2334,11 +2344,22 @@ mod tests {
         let mut law = probing();
         assert_eq!(law.next_limit(20, &win(30, 0, 20, 900.0, 1000)), 20);
         assert_eq!(law.floor, Some(600.0 * MS));
-        // Two round trips in: the window's successes are the probe's own.
-        // The floor rose to 700 ms; back to 40.
+        // Two round trips in, but the calls admitted at 40 have not drained
+        // (30 in flight at the peak): held.
+        let mut held = law.clone();
+        assert_eq!(held.next_limit(20, &win(30, 0, 30, 700.0, 1000)), 20);
+        // Drained: the window's successes are the probe's own. The floor
+        // rose to 700 ms; back to 40.
         assert_eq!(law.next_limit(20, &win(30, 0, 20, 700.0, 1000)), 40);
         assert_eq!(law.floor, Some(700.0 * MS));
         assert_eq!(law.floor_probe, None);
+        // Never drained (a dropping backend's calls hold their permits until
+        // the timeout): taken after four round trips.
+        let mut law = probing();
+        for _ in 0..2 {
+            assert_eq!(law.next_limit(20, &win(30, 0, 30, 700.0, 1000)), 20);
+        }
+        assert_eq!(law.next_limit(20, &win(30, 0, 30, 700.0, 1000)), 40);
         // Ended early by an overload, it measured nothing: the floor stays.
         let mut law = probing();
         assert!(law.next_limit(20, &win(29, 1, 20, 900.0, 1000)) < 40);
