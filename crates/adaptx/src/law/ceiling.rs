@@ -156,6 +156,14 @@ const EXCHANGE_EXPLORE_AFTER: u32 = 3;
 /// few hundred more rejections (under 0.1 % of the calls).
 const DESCEND_STEPS: usize = 64;
 
+/// Where background noise could explain a return's failure, a neighbour is
+/// believed when room was taken at two of this many returns from room given
+/// away in a row: noise, which takes it one return in twenty, does that
+/// at one return in 140 (`0.05 · (1 − 0.95³)`); a neighbour, which takes what it is given,
+/// nearly always (see [`Ceiling::neighbour_sign`]).
+const SIGN_RETURNS: u32 = 4;
+const SIGN_RETURNS_MASK: u8 = (1 << SIGN_RETURNS) - 1;
+
 /// The seed of a law that no limiter seeded.
 const DEFAULT_SEED: u64 = 0x2545_F491_4F6C_DD1D;
 
@@ -269,7 +277,8 @@ enum Phase {
 ///   the next time, up to 160 windows, so a client alone pays almost
 ///   nothing; when the room was taken, it gives again at its own period.
 /// - **Exchange.** While a neighbour has shown itself in the last 60 windows
-///   — it took room this limit gave, or room found at the ceiling ran out
+///   — it took room this limit gave (where background noise could have
+///   failed the return, at two of the last four returns), or room found at the ceiling ran out
 ///   before the third try (a ceiling that moved up would have lasted) on a
 ///   quiet backend (background noise would fail fewer than one sample in
 ///   twenty such windows and nothing failed late, so a flaky network or a
@@ -371,6 +380,9 @@ pub struct Ceiling {
     since_neighbour: u32,
     /// Permits given away in the exchange for the current window.
     given: usize,
+    /// Whether room was taken at each of the last eight returns from a gift
+    /// or a yield (bit 0 the last).
+    returns: u8,
     /// Clean tries of the ceiling in a row, and whether the room they found
     /// came on a quiet backend.
     found: u32,
@@ -481,6 +493,7 @@ impl Ceiling {
             yield_hold: 0,
             since_neighbour: u32::MAX,
             given: 0,
+            returns: 0,
             found: 0,
             room: false,
             asked: 0,
@@ -590,6 +603,23 @@ impl Ceiling {
     /// [`NEIGHBOUR_WINDOWS`] windows.
     fn neighbour(&self) -> bool {
         self.since_neighbour < NEIGHBOUR_WINDOWS
+    }
+
+    /// Room this limit gave away was taken: a sign of a neighbour. Believed
+    /// at once on a quiet backend; where background noise fails a sample in
+    /// twenty full windows or more, only when room was taken at two of the
+    /// last [`SIGN_RETURNS`] returns. There a return's failure in its first
+    /// few calls is noise one time in twenty (the window closes on it, and
+    /// `k` calls before a failure are significant at a rate `r` while
+    /// `k · r` < 5 %): under 1 % of random failures, single signs kept a
+    /// lone limit on a ceiling of 100 exchanging with nobody, losing a
+    /// permit at each, at 0.6–0.8 of its ceiling.
+    fn neighbour_sign(&mut self) {
+        let noisy = self.noise_rate() * self.full_samples as f64 >= NOISE_SIGNIFICANCE;
+        self.returns = (self.returns << 1) | 1;
+        if !noisy || (self.returns & SIGN_RETURNS_MASK).count_ones() >= 2 {
+            self.since_neighbour = 0;
+        }
     }
 
     /// Rest just below `ceiling` from now on.
@@ -739,7 +769,7 @@ impl Ceiling {
             // when that was EXCHANGE_TAKEN_WHOLE or more — or, when the
             // backend served less than that, the ceiling came down: to what
             // was served, below a ceiling one above the rest level.
-            self.since_neighbour = 0;
+            self.neighbour_sign();
             let lose = if given >= EXCHANGE_TAKEN_WHOLE {
                 given
             } else {
@@ -755,7 +785,7 @@ impl Ceiling {
             // Keep giving at the limit's own period.
             self.yielding = false;
             self.yield_backoff = 1;
-            self.since_neighbour = 0;
+            self.neighbour_sign();
         }
         let tenth = (limit as f64 * DECREASE) as usize;
         let descend = std::mem::take(&mut self.descend);
@@ -1216,7 +1246,9 @@ impl Ceiling {
                 } else if limit == rest_at {
                     // Back at rest without a failure: nobody took what the
                     // exchange gave.
-                    self.given = 0;
+                    if std::mem::take(&mut self.given) > 0 || self.yielding {
+                        self.returns <<= 1;
+                    }
                     if self.yielding {
                         // Back at rest without a failure: nobody took the
                         // room. Give it less often.
@@ -1737,6 +1769,48 @@ mod tests {
             seen.push(law.next_limit(l, &win(0, 1, l, 50.0, 1)));
         }
         assert_eq!(seen, [75, 62, 56, 53, 51, 50, 45]);
+    }
+
+    #[test]
+    fn ceiling_believes_a_neighbour_under_noise_on_two_taken_returns_of_four() {
+        // Resting at 20 (ceiling 21); 1 % of calls fail at random and a full
+        // window holds 400: four noise failures expected per window.
+        let noisy = || Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            noise: 0.01,
+            full_samples: 400,
+            ..Ceiling::default()
+        };
+        // A yield's climb-back whose window closed on a failure after 3
+        // calls (significant at 1 %: 0.03 expected).
+        let taken = |law: &mut Ceiling| {
+            law.yielding = true;
+            law.next_limit(19, &win(2, 1, 19, 50.0, 3));
+        };
+        let mut law = noisy();
+        taken(&mut law);
+        assert!(!law.neighbour(), "one sign is noise one time in twenty");
+        taken(&mut law);
+        assert!(law.neighbour(), "two in a row");
+        // Two of the last four returns, not two ever: three returns that
+        // found the room free come between.
+        let mut law = noisy();
+        taken(&mut law);
+        for _ in 0..3 {
+            law.phase = Phase::Known { ceiling: 21 };
+            law.yielding = true;
+            law.next_limit(20, &full(20));
+            assert!(!law.yielding);
+        }
+        taken(&mut law);
+        assert!(!law.neighbour());
+        // On a quiet backend one sign is believed.
+        let mut law = Ceiling {
+            noise: 0.0,
+            ..noisy()
+        };
+        taken(&mut law);
+        assert!(law.neighbour());
     }
 
     #[test]
