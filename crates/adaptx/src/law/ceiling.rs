@@ -158,9 +158,9 @@ const DESCEND_STEPS: usize = 64;
 
 /// Where background noise could explain a return's failure, a neighbour is
 /// believed when room was taken at two of this many returns from room given
-/// away in a row: noise, which takes it one return in twenty, does that
-/// at one return in 140 (`0.05 · (1 − 0.95³)`); a neighbour, which takes what it is given,
-/// nearly always (see [`Ceiling::neighbour_sign`]).
+/// away in a row: noise, which takes it one return in twenty, does that at
+/// one return in 140 (`0.05 · (1 − 0.95³)`); a neighbour, which takes what
+/// it is given, nearly always (see [`Ceiling::neighbour_sign`]).
 const SIGN_RETURNS: u32 = 4;
 const SIGN_RETURNS_MASK: u8 = (1 << SIGN_RETURNS) - 1;
 
@@ -256,12 +256,12 @@ enum Phase {
 ///   the gap per fresh failure until a window is clean: a failure costs
 ///   milliseconds, a clean window a second, so the new ceiling is found in
 ///   about one window rather than by halving the gap up, a window a step
-///   (a step from 10 to 100: 12–13 s → 8 s). Once failures have come back at a timeout (a backend
-///   that drops what it cannot take; the dropped calls hold their permits,
-///   so their windows look clean and busy), a try or a step finds room only
-///   where the backend served more than the level below it (for a try, half
-///   a permit more than the window at that level served, which an open
-///   demand leaves short of its limit).
+///   (a step from 10 to 100: 13 s → 8 s). Once failures have come back at
+///   a timeout (a backend that drops what it cannot take; the dropped
+///   calls hold their permits, so their windows look clean and busy), a try
+///   or a step finds room only where the backend served more than the level
+///   below it (for a try, half a permit more than the window at that level
+///   served, which an open demand leaves short of its limit).
 ///   Below the resting level it returns halfway per window. A failure at a
 ///   resting level that held cuts to what was served and by a tenth at
 ///   least.
@@ -277,42 +277,41 @@ enum Phase {
 ///   the next time, up to 160 windows, so a client alone pays almost
 ///   nothing; when the room was taken, it gives again at its own period.
 /// - **Exchange.** While a neighbour has shown itself in the last 60 windows
-///   — it took room this limit gave (where background noise could have
-///   failed the return, at two of the last four returns), or room found at the ceiling ran out
-///   before the third try (a ceiling that moved up would have lasted) on a
-///   quiet backend (background noise would fail fewer than one sample in
-///   twenty such windows and nothing failed late, so a flaky network or a
-///   timeout on its way is not taken for one) — the limit at rest gives its
-///   permits away for a window at one per 30 permits per window (a limit of
-///   15 two and one permits every six windows, 45 three, one and two every
-///   four) and otherwise tries for one more. Its neighbours do the same, so
-///   each client gives in proportion to its share and tries for more
-///   whenever it gives nothing: shares drift toward equal whatever the
-///   start. The gifts follow a schedule, not a coin: a limit earns
-///   `limit / 30` permits of credit per window at rest and gives the whole
-///   ones it holds, in turns of three windows that give or may give (a
-///   window that earned no whole permit tries instead); the first of each
-///   turn waits, trying, until two permits are earned. A gift of one goes to
-///   the neighbour whose window opens first after the giver's, every time,
-///   so a neighbour later in that order would never win one; a gift of two
-///   lets a second taker win one. (A limit of 30 to 59 earns a permit or
-///   more every window, so whether it tries at all depends on the fraction
-///   of a permit it carries into a turn: 45 tries one window in four, 40
-///   and 50 never; from 60 up none tries.) Given at
-///   random, permits would wander between the clients like balls between
-///   Ehrenfest's urns, each share spread about `√share` around the fair
-///   one; on a schedule only who takes a gift is left to chance. A gift
-///   lasts one window: the limit returns to rest in one step. A return that
-///   fails counts as taken only if it failed more than the windows at that
-///   resting level fail (a soft ceiling fails some calls at every level
-///   above it, and a single client there would take its own failures for a
-///   neighbour's); otherwise it is a failure at rest. Room given
-///   and taken costs a permit (a return that fails rests one lower, or at
-///   what was served if the backend served less; one that fails again cuts
-///   again), or the whole gift when it was three or more (only a limit
-///   above 30 gives that many, and small neighbours take it one permit at a
-///   time: what they did not take stays free for their next tries instead
-///   of going back). Room given and not taken costs a window of it.
+///   — it took room this limit gave (where background noise could have failed
+///   the return, at two of the last four returns), or room found at the
+///   ceiling ran out before the third try (a ceiling that moved up would have
+///   lasted) on a quiet backend (background noise would fail fewer than one
+///   sample in twenty such windows and nothing failed late, so a flaky
+///   network or a timeout on its way is not taken for one) — the limit at
+///   rest gives its permits away for a window at one per 30 permits per
+///   window (a limit of 15 two and one permits every six windows, 45 three,
+///   one and two every four) and otherwise tries for one more. Its neighbours
+///   do the same, so each client gives in proportion to its share and tries
+///   for more whenever it gives nothing: shares drift toward equal whatever
+///   the start. The gifts follow a schedule, not a coin: a limit earns `limit
+///   / 30` permits of credit per window at rest and gives the whole ones it
+///   holds, in turns of three windows that give or may give (a window that
+///   earned no whole permit tries instead); the first of each turn waits,
+///   trying, until two permits are earned. A gift of one goes to the
+///   neighbour whose window opens first after the giver's, every time, so a
+///   neighbour later in that order would never win one; a gift of two lets a
+///   second taker win one. (A limit of 30 to 59 earns a permit or more every
+///   window, so whether it tries at all depends on the fraction of a permit
+///   it carries into a turn: 45 tries one window in four, 40 and 50 never;
+///   from 60 up none tries.) Given at random, permits would wander between
+///   the clients like balls between Ehrenfest's urns, each share spread about
+///   `√share` around the fair one; on a schedule only who takes a gift is
+///   left to chance. A gift lasts one window: the limit returns to rest in
+///   one step. A return that fails counts as taken only if it failed more
+///   than the windows at that resting level fail (a soft ceiling fails some
+///   calls at every level above it, and a single client there would take its
+///   own failures for a neighbour's); otherwise it is a failure at rest. Room
+///   given and taken costs a permit (a return that fails rests one lower, or
+///   at what was served if the backend served less; one that fails again cuts
+///   again), or the whole gift when it was three or more (only a limit above
+///   30 gives that many, and small neighbours take it one permit at a time:
+///   what they did not take stays free for their next tries instead of going
+///   back). Room given and not taken costs a window of it.
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window, or of clean windows pooled until they hold two round trips and
 ///   60 successes (a backend slower than half a window has no other), since
