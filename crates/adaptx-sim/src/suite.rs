@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 35] = [
+pub const BUILTIN: [(&str, &str); 36] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -154,6 +154,10 @@ pub const BUILTIN: [(&str, &str); 35] = [
     (
         "35-slow-queue-2s.toml",
         include_str!("../scenarios/35-slow-queue-2s.toml"),
+    ),
+    (
+        "36-step-up-tenfold.toml",
+        include_str!("../scenarios/36-step-up-tenfold.toml"),
     ),
 ];
 

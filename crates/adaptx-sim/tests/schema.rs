@@ -59,7 +59,8 @@ fn the_shipped_scenarios_load() {
             "32-slow-queue",
             "33-drop-open-step",
             "34-slow-queue-1s",
-            "35-slow-queue-2s"
+            "35-slow-queue-2s",
+            "36-step-up-tenfold"
         ]
     );
     assert!(
