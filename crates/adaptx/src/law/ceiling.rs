@@ -604,6 +604,12 @@ impl Ceiling {
         self.since_neighbour < NEIGHBOUR_WINDOWS
     }
 
+    /// Whether background noise fails one sample in twenty windows of
+    /// `samples` or more.
+    fn noise_shows_in(&self, samples: u64) -> bool {
+        self.noise_rate() * samples as f64 >= NOISE_SIGNIFICANCE
+    }
+
     /// Room this limit gave away was taken: a sign of a neighbour. Believed
     /// at once on a quiet backend; where background noise fails a sample in
     /// twenty full windows or more, only when room was taken at two of the
@@ -614,9 +620,10 @@ impl Ceiling {
     /// lone limit on a ceiling of 100 exchanging with nobody, losing a
     /// permit at each, at 0.6–0.8 of its ceiling.
     fn neighbour_sign(&mut self) {
-        let noisy = self.noise_rate() * self.full_samples as f64 >= NOISE_SIGNIFICANCE;
         self.returns = (self.returns << 1) | 1;
-        if !noisy || (self.returns & SIGN_RETURNS_MASK).count_ones() >= 2 {
+        if !self.noise_shows_in(self.full_samples)
+            || (self.returns & SIGN_RETURNS_MASK).count_ones() >= 2
+        {
             self.since_neighbour = 0;
         }
     }
@@ -800,9 +807,7 @@ impl Ceiling {
                 (limit - self.descend, limit)
             }
             // The next step of the descent.
-            Phase::Known { ceiling }
-                if descend > 0 && limit < ceiling && limit > self.descend_to && !self.drops() =>
-            {
+            Phase::Known { ceiling } if descend > 0 && limit < ceiling && self.descends(limit) => {
                 self.descend = descend;
                 ((limit - descend).max(self.descend_to), limit)
             }
@@ -849,7 +854,8 @@ impl Ceiling {
         next
     }
 
-    /// Whether an exploration that failed at `limit` descends: the backend
+    /// Whether an exploration that failed at `limit` descends (or a descent
+    /// goes on): the backend
     /// answers at once (it does not drop), and its last clean level
     /// `descend_to` is below `limit` — unless a window at that level measured
     /// the ceiling itself (it served a permit or more short of its limit
@@ -1466,8 +1472,7 @@ impl Ceiling {
         // Quiet: background noise would fail fewer than one sample in twenty
         // windows like this one (the rate learned from the first windows
         // decays toward zero but never reaches it), and nothing failed late.
-        let quiet =
-            self.noise_rate() * (w.samples as f64) < NOISE_SIGNIFICANCE && w.stale_failures == 0;
+        let quiet = !self.noise_shows_in(w.samples) && w.stale_failures == 0;
         if !measured
             && w.failures == 0
             && w.stale_failures == 0
