@@ -281,7 +281,10 @@ pub const MAX_COARSE_RESOLUTION: Duration = Duration::from_millis(100);
 ///   window means. Choose a resolution well below the latencies you limit on
 ///   (the default window is 1 s; a 1 ms backend wants 100 µs or less).
 /// - **Lag.** A reading is at most one step (plus the thread's scheduling
-///   delay) behind the system clock, and it never goes backwards.
+///   delay) behind the system clock, and it never goes backwards. Its
+///   thread reads the counter on its own CPU: where two CPUs' counters
+///   disagree, it can read ahead of a [`SystemClock`] read just after on
+///   another CPU by that skew (a hardware matter, far below a step).
 /// - **A thread** per clock (and its clones), named `adaptx-coarse-clock`,
 ///   asleep between stores. Share one clock between limiters by cloning it.
 ///   A limiter holds a clone; a dropped rate limiter may be held a while
