@@ -1,7 +1,8 @@
 //! Properties of every built-in law over arbitrary window sequences: the
 //! limit stays within the limiter's bounds, and no law grows the limit on a
 //! window with fresh overload failures (Ceiling: failures beyond the
-//! background rate it learned, which it never learns above 5 %).
+//! background rate it learned, which it never learns above 5 %, and past a
+//! soft ceiling's onset beyond a budget of 2 % more).
 
 use std::time::Duration;
 
