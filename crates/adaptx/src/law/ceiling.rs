@@ -673,6 +673,12 @@ impl Ceiling {
         }
     }
 
+    /// Whether a window at `limit` probes the remembered ceiling at a
+    /// backend that answers at once: what [`SoftRest`] counts.
+    fn probing(&self, limit: usize) -> bool {
+        matches!(self.phase, Phase::Known { ceiling } if limit == ceiling) && !self.drops()
+    }
+
     /// Rest just below `ceiling` from now on.
     fn remember(&mut self, ceiling: usize) {
         self.phase = Phase::Known { ceiling };
@@ -840,15 +846,9 @@ impl Ceiling {
         }
         let tenth = (limit as f64 * DECREASE) as usize;
         let descend = std::mem::take(&mut self.descend);
-        if let Phase::Known { ceiling } = self.phase
-            && limit == ceiling
-            && descend == 0
-            && !self.drops()
-            && self.soft.accepts(limit, self.noise_rate())
-        {
+        if descend == 0 && self.probing(limit) && self.soft.accept(limit, self.noise_rate()) {
             // A probe past a soft ceiling's onset failed, but its probes
             // together show the level worth its failures: rest there.
-            self.soft.accept(limit, self.noise_rate());
             self.remember(limit + 1);
             return limit;
         }
@@ -1488,10 +1488,7 @@ impl Ceiling {
         self.since_drop = self.since_drop.saturating_add(1);
         let below = self.below_lowest_rest(limit);
         self.note_rest(limit, w.failures, w.samples);
-        if let Phase::Known { ceiling } = self.phase
-            && limit == ceiling
-            && !self.drops()
-        {
+        if self.probing(limit) {
             self.soft.probe(limit, w, ok);
         }
         // Past a soft ceiling's onset, at a level accepted there, failures
@@ -1846,16 +1843,18 @@ impl SoftRest {
         }
     }
 
-    /// Whether the probes of `level`, one above the resting level, show it
-    /// worth resting at where the background rate is `noise`: they failed
-    /// significantly fewer calls than the budget allows, and the share of
+    /// Accepts `level`, one above the resting level, and the levels between
+    /// it and those accepted before, when its probes show it worth resting
+    /// at where the background rate is `noise`; whether it did. They must
+    /// have failed three calls or more, significantly fewer than the budget
+    /// allows, and the share of
     /// the permits' time they failed, `q`, leaves at least half a permit of
     /// goodput more than the level below (`(r + 1)(1 − q) ≥ r (1 − q_r) + ½
     /// (1 − q_r)`). Sharp ceilings fail it: one permit past one whose
     /// rejections come back at once fails most of its calls, and one whose
     /// rejections take the service time or longer holds a failing call all
     /// the time, `q = 1 / (r + 1)`.
-    fn accepts(&self, level: usize, noise: f64) -> bool {
+    fn accept(&mut self, level: usize, noise: f64) -> bool {
         if self.level != level
             || self.failures < SOFT_ACCEPT_FAILURES
             || self.nanos <= 0.0
@@ -1870,20 +1869,19 @@ impl SoftRest {
             noise
         };
         let q = self.failed_nanos / self.nanos;
-        fewer_than(
+        let worth = fewer_than(
             base + SOFT_BUDGET,
             self.failures.round() as u64,
             self.samples.round() as u64,
             SOFT_ACCEPT_SIGNIFICANCE,
-        ) && q < below + (1.0 - below) / (2.0 * level as f64)
-    }
-
-    /// Accepts `level` (see [`SoftRest::accepts`]), and the levels between
-    /// it and those accepted before. (A level at or below the onset moves
-    /// the onset down: an open demand, whose gaps between arrivals keep the
-    /// backend below its limit, fails first at a level one higher than
-    /// the level where errors start.)
-    fn accept(&mut self, level: usize, noise: f64) {
+        ) && q < below + (1.0 - below) / (2.0 * level as f64);
+        if !worth {
+            return false;
+        }
+        // A level at or below the onset moves the onset down: an open
+        // demand, whose gaps between arrivals keep the backend below its
+        // limit, fails first at a level one higher than the level where
+        // errors start.
         if self.onset == 0 {
             self.base = noise;
             self.onset = level - 1;
@@ -1891,8 +1889,9 @@ impl SoftRest {
         self.onset = self.onset.min(level - 1);
         if level >= self.top {
             self.top = level;
-            self.waste = self.failed_nanos / self.nanos;
+            self.waste = q;
         }
+        true
     }
 
     /// Whether a window's `failures` of `samples` at an accepted level, or
@@ -2317,6 +2316,50 @@ mod tests {
         // A failure at the resting level is background.
         law.next_limit(30, &failing_after(99, 50.0, 30));
         assert!(law.noise > 0.0);
+    }
+
+    /// A quiet law that accepted 21 past a soft ceiling's onset at 20,
+    /// remembering the ceiling `ceiling`.
+    fn soft_accepted_21(ceiling: usize) -> Ceiling {
+        quiet_below(Ceiling {
+            soft: SoftRest {
+                onset: 20,
+                top: 21,
+                ..SoftRest::default()
+            },
+            ..resting(ceiling, 0.0)
+        })
+    }
+
+    #[test]
+    fn ceiling_gives_up_an_accepted_soft_level_whose_windows_together_exceed_the_budget() {
+        // Accepted at 21 past an onset of 20, resting there. Each window
+        // closes on its one failure, 1 in 20 calls: no one window is over
+        // the 2 % budget, but together they are, and the level is given up
+        // (cut as at any level that held).
+        let mut law = soft_accepted_21(22);
+        let mut next = 21;
+        let mut windows = 0;
+        while next == 21 && windows < 50 {
+            next = law.next_limit(21, &failing_after(19, 50.0, 21));
+            windows += 1;
+        }
+        assert!(windows > 1, "given up on one window's single failure");
+        assert!(next < 21, "still at 21 after {windows} windows failing 5 %");
+        assert_eq!(law.soft.onset, 0);
+    }
+
+    #[test]
+    fn ceiling_rests_at_an_accepted_soft_level_it_climbs_back_to_without_exploring() {
+        // After a cut to 18 below an accepted level of 21 (onset 20), the
+        // tries climb back: 19 and 20 find room, and 21 is a level the law
+        // knew of, not a third find: rest there rather than explore (three
+        // finds read the soft ceiling as one that moved up).
+        let mut law = soft_accepted_21(19);
+        assert_eq!(law.next_limit(19, &full(19)), 20);
+        assert_eq!(law.next_limit(20, &full(20)), 21);
+        assert_eq!(law.next_limit(21, &failing_after(99, 50.0, 21)), 21);
+        assert_eq!(law.phase, Phase::Known { ceiling: 22 });
     }
 
     #[test]
