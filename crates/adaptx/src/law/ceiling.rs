@@ -200,6 +200,15 @@ const DECREASE: f64 = 0.9;
 /// this many successes.
 const MEASURE_MIN_OK: u64 = 10;
 
+/// Round trips a window that a raise of the limit began, and a failure
+/// ended, must hold to measure what the backend served: the fill of the
+/// permits the raise added biases a shorter one low.
+const RAISED_MEASURE_ROUND_TRIPS: f64 = 4.0;
+
+/// Late failures beyond an answered overload's that show a ceiling fell
+/// (see [`Ceiling::fell_below`]): the edges of a window can add one.
+const STALE_FELL_MIN: u64 = 2;
+
 /// Clean windows in a row are pooled until they hold two round trips and at
 /// least this many successes; their mean latency is a floor measure (where
 /// one window is shorter than two round trips, the only one). (Fewer, and the lowest of many pooled means fell below the floor
@@ -253,6 +262,10 @@ enum Phase {
 ///   backend that does not drop (it took the whole limit), the ceiling lies
 ///   between that limit and the failing one: the limit tries halfway. A measure at or
 ///   above the failing limit is older than the ceiling: a cut by a tenth.
+///   The first window of a raise, ended by a failure before it ran four
+///   round trips, measures nothing: the permits the raise added came back a
+///   whole number of times where the others turned a fraction more, and
+///   Little's law read it short (36.6 of a ceiling of 40).
 /// - **Noise.** Fresh failures count as overload only when background noise
 ///   could not explain them: the law learns the rate of failures that come at
 ///   any load (from windows where at most 5 % failed, or at most two of a
@@ -372,8 +385,15 @@ enum Phase {
 ///   so does each check that finds it lower: the first windows may have
 ///   taught it above C*.
 ///
-/// Stale failures (the drain of an overload already answered) neither cut nor
-/// stop a climb. A window that used less than `utilization` of the limit never
+/// Stale failures — calls admitted before the window that fail in it — are
+/// the drain of an overload already answered where the limit was cut since
+/// they were admitted: they neither cut nor stop a climb, and teach no
+/// background rate. Admitted at the window's limit or below it, they are
+/// the same evidence as its own failures. More of them than the cut since
+/// explains show, without a fresh failure, that the ceiling fell below the
+/// limit (a permit holds one call at a time: of the calls in flight as the
+/// window began, at most the limit then in force less the ceiling were to
+/// fail), wherever failures come back within a window. A window that used less than `utilization` of the limit never
 /// grows it, and one that used less than half of it never cuts on latency.
 ///
 /// # Examples
@@ -507,6 +527,12 @@ pub struct Ceiling {
     /// (nanoseconds, that window included).
     in_force: usize,
     in_force_nanos: u64,
+    /// Whether the limit in force is higher than the one before it.
+    raised: bool,
+    /// The limit of the window before this one (0 before the first), and
+    /// its length in nanoseconds.
+    last_limit: usize,
+    last_nanos: u64,
     /// Slow start's successes at that limit.
     slow_start_pool: LatencyPool,
     /// The levels accepted past a soft ceiling's onset.
@@ -577,6 +603,9 @@ impl Ceiling {
             since_try_nanos: 0,
             in_force: 0,
             in_force_nanos: 0,
+            raised: false,
+            last_limit: 0,
+            last_nanos: 0,
             slow_start_pool: LatencyPool::default(),
             soft: SoftRest::default(),
         };
@@ -928,6 +957,62 @@ impl Ceiling {
         !self.drops() && self.descend_to < limit && !measured_ceiling
     }
 
+    /// Whether a window without a fresh failure at `limit` shows, by the
+    /// calls admitted before it that failed in it, that the ceiling fell
+    /// below `limit`; the level the ceiling is at most, if so.
+    ///
+    /// A permit holds one call at a time, so the calls in flight as the
+    /// window began that were to fail — over a ceiling `C`, at most the
+    /// limit then in force `L'` less `C` — bound the ceiling: `C ≤ L' −
+    /// stale`. An overload already answered (a cut from `L'` to `limit`)
+    /// explains `L' − limit` of them and the edges of the window one more;
+    /// beyond that, and beyond what the background rate fails of `L'`
+    /// calls, the ceiling is below `limit`. (Where the backend drops, a cut
+    /// waits for a fresh failure, a timeout after the first call it
+    /// admitted: after a step from 40 to 20 under a 1 s timeout, the window
+    /// that began as the step came failed 20 calls admitted at 41 and was
+    /// read as the drain of the probe the window before, and the limit came
+    /// down a second later, 2 s after the step.)
+    fn fell_below(&self, limit: usize, w: &WindowSummary) -> Option<usize> {
+        if w.failures > 0 || self.last_limit == 0 || !self.late_from_last_window() {
+            return None;
+        }
+        let answered = self.last_limit.saturating_sub(limit) as u64 + 1;
+        let beyond = w.stale_failures.saturating_sub(answered);
+        let shown = beyond >= STALE_FELL_MIN
+            && significant_at(self.noise_rate(), beyond, self.last_limit as u64);
+        shown
+            .then(|| {
+                self.last_limit
+                    .saturating_sub(w.stale_failures as usize)
+                    .max(1)
+            })
+            .filter(|&below| below < limit)
+    }
+
+    /// Whether the calls that failed late in this window were admitted in
+    /// the window before it: failures come back within its length. Slower
+    /// ones may have been admitted windows earlier, under other limits, and
+    /// held their permits through this one while the backend had room. (Read
+    /// as admitted in the window before, a 3 s timeout's drain after a cut
+    /// from 60 to 40 cut again to 20, and on to 40 % of the capacity.)
+    fn late_from_last_window(&self) -> bool {
+        !self.drops() || self.drop_wait <= self.last_nanos as f64
+    }
+
+    /// The calls admitted before this window at `limit` that failed in it,
+    /// where they were admitted at `limit` or below it in the window before:
+    /// the same evidence as the window's own failures. (Left out, a window
+    /// that closed on its first fresh failure counted one failure of the
+    /// samples every call admitted before it gave, and at a soft ceiling a
+    /// third of whose calls failed it read 1 of 45: noise.)
+    fn late_at_most(&self, limit: usize, w: &WindowSummary) -> u64 {
+        if self.last_limit == 0 || self.last_limit > limit || !self.late_from_last_window() {
+            return 0;
+        }
+        w.stale_failures
+    }
+
     /// After a window of the floor probe at half the limit (`limit`): the
     /// limit for the next window. The probe holds until it has run two
     /// round trips and its window's peak in flight is within its limit (the
@@ -1037,6 +1122,20 @@ impl Ceiling {
             return false;
         };
         if ok < MEASURE_MIN_OK || !spans_two_round_trips(w.duration_nanos, m) {
+            return false;
+        }
+        if self.raised
+            && self.in_force_nanos == w.duration_nanos
+            && !self.has_run(RAISED_MEASURE_ROUND_TRIPS, m)
+            && self.significant(w.failures, w.samples)
+        {
+            // The first window of a raise, closed early by a failure: the
+            // permits the raise added were filled at its start and came back
+            // a whole number of times (twice in 150 ms of 55 ms calls) where
+            // the others turned 2.7 times, so Little's law reads it short
+            // (36.6 of a ceiling of 40, after a step up from 20: the rest,
+            // three tries and a second exploration took 16 s where the
+            // descent takes 6). Not a measure of the ceiling.
             return false;
         }
         self.lower_floor(m);
@@ -1444,6 +1543,8 @@ impl ControlLaw for Ceiling {
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
         let next = self.decide(limit, w);
         self.asked = next;
+        self.last_limit = limit;
+        self.last_nanos = w.duration_nanos;
         next
     }
 
@@ -1506,16 +1607,18 @@ impl Ceiling {
             Phase::SlowStart => false,
         };
         let teaches = !above_rest && (self.soft.onset == 0 || limit <= self.soft.onset);
+        let fell = (!soft).then(|| self.fell_below(limit, w)).flatten();
         let overload = if soft {
             let at_rest = (self.rest_level == limit).then_some(&self.at_rest);
             w.failures > 0 && self.soft.exceeded(w.failures, w.samples, at_rest)
         } else {
-            let lossy = self.lossy_run(w.failures, w.samples);
-            w.failures > 0 && (self.significant(w.failures, w.samples) || lossy)
+            let counted = w.failures + self.late_at_most(limit, w);
+            let lossy = self.lossy_run(counted, w.samples);
+            fell.is_some() || w.failures > 0 && (self.significant(counted, w.samples) || lossy)
         };
         if overload {
             // Slow start's overload is its overshoot.
-            let teaches = teaches && self.phase != Phase::SlowStart;
+            let teaches = teaches && self.phase != Phase::SlowStart && fell.is_none();
             if soft {
                 // The level failed more than its budget: the errors past the
                 // onset rose. Start again from the ceiling's memory.
@@ -1533,7 +1636,13 @@ impl Ceiling {
             if self.descend == 0 {
                 self.overloads += 1;
             }
-            let next = self.overloaded(limit, w.failures, w.samples);
+            let mut next = self.overloaded(limit, w.failures, w.samples);
+            if let Some(below) = fell {
+                // The calls that failed late say the ceiling is at most
+                // `below`: no climb back above it, nor above what was served.
+                next = next.min(below).max(1);
+                self.remember(next + 1);
+            }
             if self.overloads >= OVERLOADS_NO_NEIGHBOUR {
                 // Overload at every level the cuts went to: the ceiling fell
                 // for everyone, which no neighbour taking room explains.
@@ -1544,7 +1653,8 @@ impl Ceiling {
             }
             return next;
         }
-        if w.failures == 0 && w.stale_failures > 0 {
+        let drain = w.failures == 0 && w.stale_failures > 0;
+        if drain {
             // Only the drain of an overload already answered: it neither
             // cuts nor ends a run of overloads.
             if timed_out {
@@ -1554,9 +1664,12 @@ impl Ceiling {
             self.overloads = 0;
         }
         // No fresh failure, or no more than the background rate explains:
-        // the window counts as clean, and ends a descent.
+        // the window counts as clean, and ends a descent. The drain of an
+        // overload teaches nothing of the background rate (taught, the 19
+        // calls a cut from 40 to 20 left to time out, 5 % of the window,
+        // set the rate to 1.6 %).
         self.descend = 0;
-        if teaches {
+        if teaches && !(drain && self.overloads > 0) {
             self.learn_noise(all_failed, w.samples, below);
         }
         let busy = utilized(limit, w.peak_in_flight, self.utilization);
@@ -1613,6 +1726,7 @@ impl Ceiling {
     /// starts its clock and slow start's pool again.
     fn note_in_force(&mut self, limit: usize, nanos: u64) {
         if limit != self.in_force {
+            self.raised = limit > self.in_force;
             self.in_force = limit;
             self.in_force_nanos = 0;
             self.slow_start_pool = LatencyPool::default();
@@ -2141,6 +2255,121 @@ mod tests {
         };
         assert_eq!(law.next_limit(80, &win(1420, 0, 80, 50.0, 1000)), 400);
         assert_eq!(law.next_limit(400, &win(0, 1, 400, 50.0, 2)), 71);
+    }
+
+    /// A window at `limit` of a 55 ms backend that served `ok` calls, none
+    /// failing fresh, and `stale` calls admitted before it failing in it.
+    fn draining(ok: u64, stale: u64, limit: usize) -> WindowSummary {
+        WindowSummary {
+            samples: ok + stale,
+            stale_failures: stale,
+            ..win(ok, 0, limit, 55.0, 1000)
+        }
+    }
+
+    #[test]
+    fn ceiling_cuts_where_calls_admitted_before_a_window_fail_beyond_the_overload_answered() {
+        // Resting at 40 below a ceiling of 41 at a backend that drops (1 s
+        // timeout), no neighbour: the ceiling falls to 20. The window that
+        // began as it fell fails 20 calls admitted at 40 before it (each
+        // held one permit), and serves 20 (363 of 55 ms).
+        let dropping = || Ceiling {
+            since_drop: 0,
+            drop_wait: 1000.0 * MS,
+            ..resting(41, 0.0)
+        };
+        let mut law = dropping();
+        assert_eq!(law.next_limit(40, &full(40)), 40);
+        // 40 − 20: the ceiling is 20 at most. Down to the 20 served, the
+        // ceiling one above it, and no noise learned from the failures.
+        assert_eq!(law.next_limit(40, &draining(363, 20, 40)), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        assert_eq!(law.noise_rate(), 0.0);
+        // The drain of a cut from 60 to 40: 20 late failures are the
+        // overload already answered, and teach no background rate.
+        let mut law = Ceiling {
+            last_limit: 60,
+            last_nanos: 1_000_000_000,
+            overloads: 1,
+            ..dropping()
+        };
+        assert_eq!(law.next_limit(40, &draining(727, 20, 40)), 40);
+        assert_eq!(law.noise_rate(), 0.0);
+        // Timeouts of 3 s outlast the window before: the calls that failed
+        // may have held their permits through this one. No bound.
+        let mut law = Ceiling {
+            drop_wait: 3000.0 * MS,
+            ..dropping()
+        };
+        assert_eq!(law.next_limit(40, &full(40)), 40);
+        assert_eq!(law.next_limit(40, &draining(363, 20, 40)), 40);
+        // Two late failures beyond the answered overload's one are what 1 %
+        // of noise fails of 40 calls more than one time in twenty: no cut.
+        // Four are not: down to the 33 served.
+        let noisy = || Ceiling {
+            noise: 0.01,
+            last_limit: 40,
+            last_nanos: 1_000_000_000,
+            ..dropping()
+        };
+        assert_eq!(noisy().next_limit(40, &draining(720, 3, 40)), 40);
+        assert_eq!(noisy().next_limit(40, &draining(600, 5, 40)), 33);
+    }
+
+    #[test]
+    fn ceiling_counts_the_late_failures_of_calls_admitted_at_or_below_its_limit() {
+        // Resting at 40 under 2 % of background failures. A window that
+        // closed on its first fresh failure after 45 calls came back, 13
+        // of them admitted in the window before, at 40, failing too: 14 of
+        // 45, where the background rate explains 0.9.
+        let window = || WindowSummary {
+            samples: 45,
+            stale_failures: 13,
+            ..win(31, 1, 40, 110.0, 100)
+        };
+        let at = |last_limit| Ceiling {
+            last_limit,
+            last_nanos: 1_000_000_000,
+            ..resting(41, 0.02)
+        };
+        assert!(at(40).next_limit(40, &window()) < 40);
+        // Admitted at 48, before a cut to 40: the overload already answered.
+        // One fresh failure of 45 is the background's.
+        assert_eq!(at(48).next_limit(40, &window()), 40);
+    }
+
+    #[test]
+    fn ceiling_measures_no_ceiling_in_a_short_failed_window_that_began_with_a_raise() {
+        // Exploring: 34 ran clean (617 of 55 ms in 1 s: 33.9 served), and
+        // the next step, 56, fails at a backend that rejects after 150 ms,
+        // closing a window of 150 ms: 101 successes of 54.4 ms, 36.6 by
+        // Little's law, though the backend serves 40. The 6 permits the
+        // raise added came back at most twice in 150 ms where the others
+        // turned 2.7 times: not two round trips of their own.
+        let exploring = || Ceiling {
+            phase: Phase::Explore { step: 22 },
+            since_neighbour: 0,
+            ..Ceiling::default()
+        };
+        let clean = win(617, 0, 34, 55.0, 1000);
+        let fail = win(101, 1, 56, 54.4, 150);
+        let mut law = exploring();
+        assert_eq!(law.next_limit(34, &clean), 56);
+        // Not a measure: descend from 56 one fresh failure a step.
+        assert_eq!(law.next_limit(56, &fail), 55);
+        assert_eq!(law.phase, Phase::Known { ceiling: 56 });
+        // Four round trips long, the window measures the ceiling: down to
+        // what it served (223 of 54.4 ms in 300 ms: 40.4).
+        let mut law = exploring();
+        assert_eq!(law.next_limit(34, &clean), 56);
+        assert_eq!(law.next_limit(56, &win(223, 1, 56, 54.4, 300)), 40);
+        // A second window at the raised limit has no fill of its own to
+        // miss: 150 ms measures there.
+        let mut law = exploring();
+        assert_eq!(law.next_limit(34, &clean), 56);
+        law.in_force = 56;
+        law.in_force_nanos = 1_000_000_000;
+        assert_eq!(law.next_limit(56, &fail), 37);
     }
 
     #[test]
