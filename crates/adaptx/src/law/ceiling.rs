@@ -2387,24 +2387,20 @@ mod tests {
         // gaps between arrivals leave 6 % of any limit free: 31 served 29.0
         // (264 of 110 ms in 1 s); the next step, 55, served 36.4 (331) with
         // nothing failed yet, and 103 failed.
-        let mut law = Ceiling {
+        let exploring = || Ceiling {
             phase: Phase::Explore { step: 24 },
             since_drop: 0,
             drop_wait: 1000.0 * MS,
             ..Ceiling::default()
         };
+        let mut law = exploring();
         assert_eq!(law.next_limit(31, &win(264, 0, 31, 110.0, 1000)), 55);
         assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 103);
         // 36.4 / (29.0 / 31) = 38.9: the ceiling is 39, not 36.
         assert_eq!(law.next_limit(103, &win(25, 1, 71, 109.0, 79)), 39);
         assert_eq!(law.phase, Phase::Known { ceiling: 40 });
         // A closed demand fills its limit: 31 served 31, and 36.4 is 36.
-        let mut law = Ceiling {
-            phase: Phase::Explore { step: 24 },
-            since_drop: 0,
-            drop_wait: 1000.0 * MS,
-            ..Ceiling::default()
-        };
+        let mut law = exploring();
         assert_eq!(law.next_limit(31, &win(282, 0, 31, 110.0, 1000)), 55);
         assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 103);
         assert_eq!(law.next_limit(103, &win(25, 1, 71, 109.0, 79)), 36);
