@@ -325,7 +325,10 @@ enum Phase {
 ///   served, which an open demand leaves short of its limit).
 ///   Below the resting level it returns halfway per window. A failure at a
 ///   resting level that held cuts to what was served and by a tenth at
-///   least.
+///   least, and so does a failed probe that served more than a tenth less
+///   than the resting level's clean window before it (the ceiling fell
+///   under the probe; where the backend drops, its answer comes a timeout
+///   later, when the window has measured it).
 /// - **Sharing.** After `300 / limit` resting windows (rounded, at least 5: a
 ///   limit of 10 after 30, of 30 after 10, of 60 after 5; the period follows
 ///   the limit as it moves) a limit of 10 or more gives 7 % of itself
@@ -929,8 +932,17 @@ impl Ceiling {
                 self.descend = descend;
                 ((limit - descend).max(self.descend_to), limit)
             }
-            // A probe failed: the ceiling is still there.
-            Phase::Known { ceiling } if limit >= ceiling => (limit - 1, limit),
+            // A probe failed: the ceiling is still there — unless the probe
+            // served more than a tenth less than the resting level just
+            // served, clean: the ceiling fell under the probe (a backend
+            // that drops answers it a timeout later, when the window has
+            // measured it). Then down to what was served. (Read as the
+            // ceiling still there, a step from 40 to 20 during a probe came
+            // down a second later, 2 s after the step.)
+            Phase::Known { ceiling } if limit >= ceiling => match self.fell_under_probe(limit) {
+                Some(served) => (served, served + 1),
+                None => (limit - 1, limit),
+            },
             // Hit while resting at a level that held: the ceiling came down
             // (or a neighbour sharing it probed). Down to what was served,
             // and by a tenth at least, so a bigger client gives up more room.
@@ -949,24 +961,23 @@ impl Ceiling {
             // good when a window of the calls admitted before the cut came
             // between: an error ceiling that appeared under a limit of 116,
             // after 100 were served there.)
-            _ => match (self.served_below_limit(), self.served) {
+            _ => match (
+                self.served_below_limit(),
+                self.served,
+                self.served_ceiling(),
+            ) {
                 // Measured where nothing failed, at a backend that does not
                 // drop: it took all `served_at` (what it served short of that
                 // was the measure's edges, or the demand), so that is no
                 // ceiling; try between. (After a step from 20 to 100, an
                 // exploration clean at 80, where 78.9 was measured, and
                 // failing at 144 cut to 79, and took 20 s to reach 100.)
-                (Some(_), _) if self.served_clean && !self.drops() && self.served_at < limit => {
+                (Some(_), _, _) if self.served_clean && !self.drops() && self.served_at < limit => {
                     (self.served_at.midpoint(limit), limit)
                 }
-                (Some(_), _)
-                    if let Some(served) = self.served_ceiling()
-                        && served < limit =>
-                {
-                    (served, served + 1)
-                }
+                (Some(_), _, Some(served)) if served < limit => (served, served + 1),
                 // `served` held and `limit` failed: try between.
-                (None, Some(n)) if (n.round() as usize) < limit => {
+                (None, Some(n), _) if (n.round() as usize) < limit => {
                     ((n.round() as usize).midpoint(limit), limit)
                 }
                 _ => (tenth, limit),
@@ -975,6 +986,15 @@ impl Ceiling {
         let next = next.min(limit - 1).max(1);
         self.remember(ceiling.max(next + 1));
         next
+    }
+
+    /// What the probe at `limit` served, rounded, when it was measured in
+    /// the probe's own window and fell more than a tenth below what the
+    /// resting level's clean window before it served.
+    fn fell_under_probe(&self, limit: usize) -> Option<usize> {
+        let (share, at) = self.share_before.filter(|&(_, at)| at + 1 == limit)?;
+        let served = self.served.filter(|_| self.served_at == limit)?;
+        (served < share * at as f64 * DECREASE).then(|| (served.round() as usize).max(1))
     }
 
     /// Whether an exploration that failed at `limit` descends (or a descent
@@ -1751,10 +1771,7 @@ impl Ceiling {
                 return next;
             }
         }
-        if let Phase::Explore { .. } = self.phase
-            && w.failures == 0
-            && limit > self.soft.top
-        {
+        if matches!(self.phase, Phase::Explore { .. }) && w.failures == 0 && limit > self.soft.top {
             // An exploration served a level above those accepted past a
             // soft ceiling's onset without a failure: the ceiling moved.
             // (Forgotten as the exploration began, the windows past the
@@ -2404,6 +2421,31 @@ mod tests {
         assert_eq!(law.next_limit(31, &win(282, 0, 31, 110.0, 1000)), 55);
         assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 103);
         assert_eq!(law.next_limit(103, &win(25, 1, 71, 109.0, 79)), 36);
+    }
+
+    #[test]
+    fn ceiling_cuts_to_what_a_failed_probe_served_where_that_fell_a_tenth_below_its_rest() {
+        // Resting at 40 below a ceiling of 41 at a backend that drops (1 s
+        // timeout): the rest serves 40 (727 of 55 ms in 1 s, clean). The
+        // ceiling falls to 20 as the probe at 41 begins; its first timeout
+        // comes 920 ms in, after 340 calls: 20.3 served.
+        let resting_at_40 = || {
+            let mut law = Ceiling {
+                since_drop: 0,
+                drop_wait: 1000.0 * MS,
+                ..resting(41, 0.0)
+            };
+            assert_eq!(law.next_limit(40, &win(727, 0, 40, 55.0, 1000)), 40);
+            law
+        };
+        let mut law = resting_at_40();
+        assert_eq!(law.next_limit(41, &win(340, 1, 41, 55.0, 920)), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        // A probe that served as much as the rest failed on the ceiling that
+        // is still there: one step back.
+        let mut law = resting_at_40();
+        assert_eq!(law.next_limit(41, &win(669, 1, 41, 55.0, 920)), 40);
+        assert_eq!(law.phase, Phase::Known { ceiling: 41 });
     }
 
     #[test]
