@@ -1730,9 +1730,13 @@ impl Ceiling {
         // the window counts as clean, and ends a descent. The drain of an
         // overload teaches nothing of the background rate (taught, the 19
         // calls a cut from 40 to 20 left to time out, 5 % of the window,
-        // set the rate to 1.6 %).
+        // set the rate to 1.6 %) where failures come back within a window.
+        // (Slower ones drain over windows that also fail what a neighbour's
+        // share took: untaught, two clients on a ceiling of 12 with a 1.5 s
+        // timeout read each such failure as overload, and the smaller share
+        // fell from 0.33 to 0.11.)
         self.descend = 0;
-        if teaches && !(drain && self.overloads > 0) {
+        if teaches && !(drain && self.overloads > 0 && self.late_from_last_window()) {
             self.learn_noise(all_failed, w.samples, below);
         }
         let busy = utilized(limit, w.peak_in_flight, self.utilization);
