@@ -2359,6 +2359,17 @@ mod tests {
         };
         assert_eq!(law.next_limit(40, &draining(727, 20, 40)), 40);
         assert_eq!(law.noise_rate(), 0.0);
+        // Failures that take 3 s drain over windows that also fail what
+        // the limit since took: they teach as before.
+        let mut law = Ceiling {
+            last_limit: 60,
+            last_nanos: 1_000_000_000,
+            overloads: 1,
+            drop_wait: 3000.0 * MS,
+            ..dropping()
+        };
+        assert_eq!(law.next_limit(40, &draining(727, 20, 40)), 40);
+        assert!(law.noise_rate() > 0.0);
         // Timeouts of 3 s outlast the window before: the calls that failed
         // may have held their permits through this one. No bound.
         let mut law = Ceiling {
