@@ -402,8 +402,9 @@ enum Phase {
 /// explains show, without a fresh failure, that the ceiling fell below the
 /// limit (a permit holds one call at a time: of the calls in flight as the
 /// window began, at most the limit then in force less the ceiling were to
-/// fail), wherever failures come back within a window. A window that used less than `utilization` of the limit never
-/// grows it, and one that used less than half of it never cuts on latency.
+/// fail), wherever failures come back within a window. A window that used
+/// less than `utilization` of the limit never grows it, and one that used
+/// less than half of it never cuts on latency.
 ///
 /// # Examples
 ///
@@ -539,8 +540,6 @@ pub struct Ceiling {
     /// (nanoseconds, that window included).
     in_force: usize,
     in_force_nanos: u64,
-    /// Whether the limit in force is higher than the one before it.
-    raised: bool,
     /// The limit of the window before this one (0 before the first), and
     /// its length in nanoseconds.
     last_limit: usize,
@@ -616,7 +615,6 @@ impl Ceiling {
             since_try_nanos: 0,
             in_force: 0,
             in_force_nanos: 0,
-            raised: false,
             last_limit: 0,
             last_nanos: 0,
             slow_start_pool: LatencyPool::default(),
@@ -673,10 +671,11 @@ impl Ceiling {
     /// a permit or more of it unfilled, but no more than [`SHARE_MIN`]
     /// allows: it fell short of its limit only by the demand's gaps between
     /// arrivals, and so did the last one beside the permits the backend did
-    /// not fill. At most the limit it was measured at. (Taken as it was, an exploration
-    /// under an open demand 5 % short at every step cut to 36 of a ceiling
-    /// of 40 at a backend that drops, and the tries above it, measured
-    /// within the noise of a second's calls, found no room for 20 s.)
+    /// not fill. At most the limit it was measured at. (Taken as it was, an
+    /// exploration under an open demand 5 % short at every step cut to 36
+    /// of a ceiling of 40 at a backend that drops, and the tries above it,
+    /// measured within the noise of a second's calls, found no room for
+    /// 20 s.)
     fn served_ceiling(&self) -> Option<usize> {
         let served = self
             .served
@@ -1181,8 +1180,9 @@ impl Ceiling {
         if ok < MEASURE_MIN_OK || !spans_two_round_trips(w.duration_nanos, m) {
             return false;
         }
-        if self.raised
-            && self.in_force_nanos == w.duration_nanos
+        // In force since this window began, and above the window before's.
+        if self.in_force_nanos == w.duration_nanos
+            && limit > self.last_limit
             && !self.has_run(RAISED_MEASURE_ROUND_TRIPS, m)
             && self.significant(w.failures, w.samples)
         {
@@ -1790,7 +1790,6 @@ impl Ceiling {
     /// starts its clock and slow start's pool again.
     fn note_in_force(&mut self, limit: usize, nanos: u64) {
         if limit != self.in_force {
-            self.raised = limit > self.in_force;
             self.in_force = limit;
             self.in_force_nanos = 0;
             self.slow_start_pool = LatencyPool::default();
@@ -2134,6 +2133,15 @@ mod tests {
         win(20 * l as u64, 0, l, 50.0, 1000)
     }
 
+    /// A law exploring by `step`, with a neighbour just seen.
+    fn exploring(step: usize) -> Ceiling {
+        Ceiling {
+            phase: Phase::Explore { step },
+            since_neighbour: 0,
+            ..Ceiling::default()
+        }
+    }
+
     /// A law resting below `ceiling` with background rate `noise`, that
     /// neither probes nor yields for a hundred windows.
     fn resting(ceiling: usize, noise: f64) -> Ceiling {
@@ -2263,11 +2271,7 @@ mod tests {
     fn ceiling_descends_from_a_failed_exploration_one_fresh_failure_a_step() {
         // Exploring: 80 ran clean (71 served: 1420 of 50 ms in 1 s), and the
         // next step, 400, fails at once.
-        let exploring = || Ceiling {
-            phase: Phase::Explore { step: 320 },
-            since_neighbour: 0,
-            ..Ceiling::default()
-        };
+        let exploring = || exploring(320);
         let mut law = exploring();
         assert_eq!(law.next_limit(80, &win(1420, 0, 80, 50.0, 1000)), 400);
         // Down by 5 (320 / 64) per failure, each remembered as the ceiling;
@@ -2471,11 +2475,7 @@ mod tests {
         // Little's law, though the backend serves 40. The 6 permits the
         // raise added came back at most twice in 150 ms where the others
         // turned 2.7 times: not two round trips of their own.
-        let exploring = || Ceiling {
-            phase: Phase::Explore { step: 22 },
-            since_neighbour: 0,
-            ..Ceiling::default()
-        };
+        let exploring = || exploring(22);
         let clean = win(617, 0, 34, 55.0, 1000);
         let fail = win(101, 1, 56, 54.4, 150);
         let mut law = exploring();
