@@ -402,9 +402,13 @@ enum Phase {
 /// explains show, without a fresh failure, that the ceiling fell below the
 /// limit (a permit holds one call at a time: of the calls in flight as the
 /// window began, at most the limit then in force less the ceiling were to
-/// fail), wherever failures come back within a window. A window that used
-/// less than `utilization` of the limit never grows it, and one that used
-/// less than half of it never cuts on latency.
+/// fail), wherever failures come back within a window. Fresh failures
+/// that came back at a timeout answer the limit in force a timeout before
+/// the window closed on them (the law keeps its last 16 windows): where that
+/// was below the present limit (tries climbed since), the ceiling is below
+/// it, and the limit rests under it. A window that used less than
+/// `utilization` of the limit never grows it, and one that used less than
+/// half of it never cuts on latency.
 ///
 /// # Examples
 ///
@@ -540,10 +544,8 @@ pub struct Ceiling {
     /// (nanoseconds, that window included).
     in_force: usize,
     in_force_nanos: u64,
-    /// The limit of the window before this one (0 before the first), and
-    /// its length in nanoseconds.
-    last_limit: usize,
-    last_nanos: u64,
+    /// The limits of the windows before this one and their lengths.
+    recent: Recent,
     /// Slow start's successes at that limit.
     slow_start_pool: LatencyPool,
     /// The levels accepted past a soft ceiling's onset.
@@ -615,8 +617,7 @@ impl Ceiling {
             since_try_nanos: 0,
             in_force: 0,
             in_force_nanos: 0,
-            last_limit: 0,
-            last_nanos: 0,
+            recent: Recent::default(),
             slow_start_pool: LatencyPool::default(),
             soft: SoftRest::default(),
         };
@@ -1030,16 +1031,17 @@ impl Ceiling {
     /// read as the drain of the probe the window before, and the limit came
     /// down a second later, 2 s after the step.)
     fn fell_below(&self, limit: usize, w: &WindowSummary) -> Option<usize> {
-        if w.failures > 0 || self.last_limit == 0 || !self.late_from_last_window() {
+        if w.failures > 0 || self.recent.is_empty() || !self.late_from_last_window() {
             return None;
         }
-        let answered = self.last_limit.saturating_sub(limit) as u64 + 1;
+        let answered = self.recent.last_limit().saturating_sub(limit) as u64 + 1;
         let beyond = w.stale_failures.saturating_sub(answered);
         let shown = beyond >= STALE_FELL_MIN
-            && significant_at(self.noise_rate(), beyond, self.last_limit as u64);
+            && significant_at(self.noise_rate(), beyond, self.recent.last_limit() as u64);
         shown
             .then(|| {
-                self.last_limit
+                self.recent
+                    .last_limit()
                     .saturating_sub(w.stale_failures as usize)
                     .max(1)
             })
@@ -1053,7 +1055,7 @@ impl Ceiling {
     /// as admitted in the window before, a 3 s timeout's drain after a cut
     /// from 60 to 40 cut again to 20, and on to 40 % of the capacity.)
     fn late_from_last_window(&self) -> bool {
-        !self.drops() || self.drop_wait <= self.last_nanos as f64
+        !self.drops() || self.drop_wait <= self.recent.last_nanos() as f64
     }
 
     /// The calls admitted before this window at `limit` that failed in it,
@@ -1063,7 +1065,10 @@ impl Ceiling {
     /// samples every call admitted before it gave, and at a soft ceiling a
     /// third of whose calls failed it read 1 of 45: noise.)
     fn late_at_most(&self, limit: usize, w: &WindowSummary) -> u64 {
-        if self.last_limit == 0 || self.last_limit > limit || !self.late_from_last_window() {
+        if self.recent.is_empty()
+            || self.recent.last_limit() > limit
+            || !self.late_from_last_window()
+        {
             return 0;
         }
         w.stale_failures
@@ -1182,7 +1187,7 @@ impl Ceiling {
         }
         // In force since this window began, and above the window before's.
         if self.in_force_nanos == w.duration_nanos
-            && limit > self.last_limit
+            && limit > self.recent.last_limit()
             && !self.has_run(RAISED_MEASURE_ROUND_TRIPS, m)
             && self.significant(w.failures, w.samples)
         {
@@ -1606,8 +1611,7 @@ impl ControlLaw for Ceiling {
     fn next_limit(&mut self, limit: usize, w: &WindowSummary) -> usize {
         let next = self.decide(limit, w);
         self.asked = next;
-        self.last_limit = limit;
-        self.last_nanos = w.duration_nanos;
+        self.recent.push(limit, w.duration_nanos);
         next
     }
 
@@ -1648,6 +1652,15 @@ impl Ceiling {
         // Counted for overload and for the drain of one, below; not for a
         // failure judged noise.
         let timed_out = self.timed_out(w, ok, all_failed, mean_ok);
+        // Fresh failures that came back at a timeout were admitted a timeout
+        // before the window closed on them: the limit then is the one they
+        // answer (see `BLAME_EARLY`).
+        let blamed = (timed_out && w.failures > 0 && w.stale_failures == 0)
+            .then(|| {
+                let back = BLAME_EARLY * self.drop_wait;
+                self.recent.at(limit, w.duration_nanos, back)
+            })
+            .flatten();
         self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
         self.since_drop = self.since_drop.saturating_add(1);
         let below = self.below_lowest_rest(limit);
@@ -1700,6 +1713,22 @@ impl Ceiling {
                 self.overloads += 1;
             }
             let mut next = self.overloaded(limit, w.failures, w.samples);
+            if let Some(at) = blamed.filter(|&at| at < limit) {
+                // A call admitted under `at` was dropped: the backend was
+                // full with at most `at` of this client's calls in flight,
+                // so the ceiling is below `at`, whatever the limit climbed
+                // to since. (Read as the failure of the present limit, a
+                // try one over the ceiling of 30 behind a 2 s timeout found
+                // room by its measure, the next one took the blame for its
+                // timeout, and the limit rested at 31 to 33: 0.5–0.8 % of
+                // the calls timed out.)
+                next = next.min(at.saturating_sub(1)).max(1);
+                let ceiling = match self.phase {
+                    Phase::Known { ceiling } => ceiling.min(at),
+                    _ => at,
+                };
+                self.remember(ceiling.max(next + 1));
+            }
             if let Some(below) = fell {
                 // The calls that failed late say the ceiling is at most
                 // `below`: no climb back above it, nor above what was served.
@@ -1925,6 +1954,77 @@ fn spans_two_round_trips(nanos: u64, rtt: f64) -> bool {
     nanos as f64 >= 2.0 * rtt
 }
 
+/// A failure that came back at a timeout is blamed on the limit in force
+/// this share of the timeout before the window closed on it, a little later
+/// than its admission: a try's first call, dropped as the try's window
+/// began, comes back as that window ends, where the two are a timeout apart
+/// to the millisecond, and blamed on the limit before the try (one below)
+/// it cut a ceiling of 40 to 39 at every try (0.998 → 0.962 of the
+/// capacity).
+const BLAME_EARLY: f64 = 0.98;
+
+/// How many windows [`Recent`] keeps: 16 s of 1 s windows, longer than any
+/// timeout the law attributes a failure across.
+const RECENT: usize = 16;
+
+/// The limits of the last windows and their lengths, the last first (a ring:
+/// no allocation).
+#[derive(Debug, Clone, Copy, Default)]
+struct Recent {
+    windows: [(usize, u64); RECENT],
+    len: usize,
+    head: usize,
+}
+
+impl Recent {
+    /// Notes a window of `limit` that lasted `nanos`.
+    fn push(&mut self, limit: usize, nanos: u64) {
+        self.head = (self.head + RECENT - 1) % RECENT;
+        self.windows[self.head] = (limit, nanos);
+        self.len = (self.len + 1).min(RECENT);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The limit of the window before this one (0 before the first).
+    fn last_limit(&self) -> usize {
+        if self.is_empty() {
+            0
+        } else {
+            self.windows[self.head].0
+        }
+    }
+
+    /// The length of the window before this one, in nanoseconds.
+    fn last_nanos(&self) -> u64 {
+        if self.is_empty() {
+            0
+        } else {
+            self.windows[self.head].1
+        }
+    }
+
+    /// The limit in force `back` nanoseconds before the end of this window,
+    /// of `limit`, lasting `nanos`; `None` where the windows kept do not
+    /// reach that far back.
+    fn at(&self, limit: usize, nanos: u64, back: f64) -> Option<usize> {
+        let mut start = nanos as f64;
+        if back < start {
+            return Some(limit);
+        }
+        for k in 0..self.len {
+            let (l, n) = self.windows[(self.head + k) % RECENT];
+            start += n as f64;
+            if back < start {
+                return Some(l);
+            }
+        }
+        None
+    }
+}
+
 /// Successes of windows in a row, pooled: clean ones for the floor where
 /// one window is shorter than two round trips (a backend slower than half a
 /// window), and slow start's at one limit until it has run a round trip.
@@ -2125,6 +2225,15 @@ mod tests {
             min_rtt_nanos: rtt_ms * MS,
             rtt_floor_nanos: Some(rtt_ms * MS),
             rtt_average_nanos: Some(rtt_ms * MS),
+        }
+    }
+
+    impl Recent {
+        /// The history after one window of `limit` lasting `nanos`.
+        fn after(limit: usize, nanos: u64) -> Recent {
+            let mut recent = Recent::default();
+            recent.push(limit, nanos);
+            recent
         }
     }
 
@@ -2356,8 +2465,7 @@ mod tests {
         // The drain of a cut from 60 to 40: 20 late failures are the
         // overload already answered, and teach no background rate.
         let mut law = Ceiling {
-            last_limit: 60,
-            last_nanos: 1_000_000_000,
+            recent: Recent::after(60, 1_000_000_000),
             overloads: 1,
             ..dropping()
         };
@@ -2366,8 +2474,7 @@ mod tests {
         // Failures that take 3 s drain over windows that also fail what
         // the limit since took: they teach as before.
         let mut law = Ceiling {
-            last_limit: 60,
-            last_nanos: 1_000_000_000,
+            recent: Recent::after(60, 1_000_000_000),
             overloads: 1,
             drop_wait: 3000.0 * MS,
             ..dropping()
@@ -2387,8 +2494,7 @@ mod tests {
         // Four are not: down to the 33 served.
         let noisy = || Ceiling {
             noise: 0.01,
-            last_limit: 40,
-            last_nanos: 1_000_000_000,
+            recent: Recent::after(40, 1_000_000_000),
             ..dropping()
         };
         assert_eq!(noisy().next_limit(40, &draining(720, 3, 40)), 40);
@@ -2407,8 +2513,7 @@ mod tests {
             ..win(31, 1, 40, 110.0, 100)
         };
         let at = |last_limit| Ceiling {
-            last_limit,
-            last_nanos: 1_000_000_000,
+            recent: Recent::after(last_limit, 1_000_000_000),
             ..resting(41, 0.02)
         };
         assert!(at(40).next_limit(40, &window()) < 40);
@@ -3553,6 +3658,73 @@ mod tests {
         assert_eq!(rest_then_try(false), 2);
         // Behind a 5 s timeout: 10 s of windows first.
         assert_eq!(rest_then_try(true), 10);
+    }
+
+    #[test]
+    fn ceiling_blames_a_timeout_on_the_limit_in_force_a_timeout_before_it() {
+        // Behind a 2 s timeout, tries climbed 31 → 32 → 33 in 1.5 s; the
+        // first failure comes back at the timeout in the window of 33: a
+        // call admitted under 31 was dropped.
+        let window = |wait_ms: f64| {
+            let ok = 130;
+            WindowSummary {
+                samples: ok + 1,
+                failures: 1,
+                mean_rtt_nanos: (ok as f64 * 220.0 + wait_ms) / (ok + 1) as f64 * MS,
+                ..win(ok, 0, 33, 220.0, 1000)
+            }
+        };
+        let after = |history: &[(usize, u64)], wait_ms: f64| {
+            let mut law = Ceiling {
+                since_drop: 0,
+                drop_wait: 2000.0 * MS,
+                ..resting(33, 0.0)
+            };
+            for &(limit, ms) in history {
+                law.recent.push(limit, ms * 1_000_000);
+            }
+            let next = law.next_limit(33, &window(wait_ms));
+            (next, law.phase)
+        };
+        let tries = [(31, 1000), (32, 500)];
+        // The ceiling is below 31: rest under it.
+        assert_eq!(after(&tries, 2000.0), (30, Phase::Known { ceiling: 31 }));
+        // The limit a timeout before was the present one: a failed probe.
+        assert_eq!(
+            after(&[(33, 1000), (33, 1000)], 2000.0),
+            (32, Phase::Known { ceiling: 33 })
+        );
+        // A try's first call, dropped as its window began, comes back as
+        // the window ends a timeout later: admitted under 33, not 32.
+        assert_eq!(
+            after(&[(32, 1000)], 1000.0),
+            (32, Phase::Known { ceiling: 33 })
+        );
+        // A failure that came back at once was admitted under 33.
+        assert_eq!(after(&tries, 220.0), (32, Phase::Known { ceiling: 33 }));
+        // History that does not reach a timeout back blames nothing.
+        assert_eq!(
+            after(&[(32, 500)], 2000.0),
+            (32, Phase::Known { ceiling: 33 })
+        );
+        // Nor does a window that also drained calls of an answered
+        // overload: the mean wait is not the fresh failure's.
+        let mut law = Ceiling {
+            since_drop: 0,
+            drop_wait: 2000.0 * MS,
+            ..resting(33, 0.0)
+        };
+        for (limit, ms) in tries {
+            law.recent.push(limit, ms * 1_000_000);
+        }
+        let draining = WindowSummary {
+            samples: 132,
+            stale_failures: 1,
+            mean_rtt_nanos: (130.0 * 220.0 + 2.0 * 2000.0) / 132.0 * MS,
+            ..window(2000.0)
+        };
+        assert_eq!(law.next_limit(33, &draining), 32);
+        assert_eq!(law.phase, Phase::Known { ceiling: 33 });
     }
 
     #[test]
