@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 36] = [
+pub const BUILTIN: [(&str, &str); 37] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -158,6 +158,10 @@ pub const BUILTIN: [(&str, &str); 36] = [
     (
         "36-step-up-tenfold.toml",
         include_str!("../scenarios/36-step-up-tenfold.toml"),
+    ),
+    (
+        "37-heavy-tail.toml",
+        include_str!("../scenarios/37-heavy-tail.toml"),
     ),
 ];
 

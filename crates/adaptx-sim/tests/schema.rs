@@ -60,7 +60,8 @@ fn the_shipped_scenarios_load() {
             "33-drop-open-step",
             "34-slow-queue-1s",
             "35-slow-queue-2s",
-            "36-step-up-tenfold"
+            "36-step-up-tenfold",
+            "37-heavy-tail"
         ]
     );
     assert!(

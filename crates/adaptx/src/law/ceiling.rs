@@ -379,9 +379,17 @@ enum Phase {
 /// - **Latency.** The floor is the lowest mean success latency of a measured
 ///   window, or of clean windows pooled until they hold two round trips and
 ///   60 successes (a backend slower than half a window has no other), since
-///   the floor was last probed. A busy window whose success mean
-///   exceeds the floor by more than `tolerance` is a queue: the limit moves to
-///   `L · floor · (1 + tolerance) / mean`, and that level becomes the ceiling.
+///   the floor was last probed, plus the standard errors by which the
+///   lowest of that many means falls below their mean (`√(2 ln n) − 0.6`
+///   of a mean of as many successes: 1.5 for 10 means, 2.8 for 300). The
+///   law learns how far one success's latency strays from the mean from
+///   consecutive clean windows at one limit, begun two round trips after it
+///   took force. (Read as the floor, the lowest of a few hundred noisy means
+///   of a backend of 50 ms plus an exponential 100 ms made every window a
+///   queue, and the limit sank to 1: scenario 37.) A busy window whose
+///   success mean exceeds the floor by more than `tolerance` is a queue:
+///   the limit moves to `L · floor · (1 + tolerance) / mean`, and that
+///   level becomes the ceiling.
 ///   A mean more than 1.5 × the allowed one, or three such cuts in a row,
 ///   first *probes* the floor (at most every 5 windows): half the limit for
 ///   a window, or as many as two round trips take, whose last mean becomes
@@ -477,10 +485,16 @@ pub struct Ceiling {
     rng: u64,
     seed: u64,
     /// The lowest mean success latency of a measured window, or of a pool
-    /// of shorter clean windows, since the last floor probe.
+    /// of shorter clean windows, since the last floor probe (see
+    /// [`Ceiling::floor`]), and the successes it was the mean of.
     floor: Option<f64>,
+    floor_ok: u64,
+    /// The window means (or pools) the floor is the lowest of.
+    floor_means: u32,
     /// The clean windows since the last floor taken from them.
     pool: LatencyPool,
+    /// How far one success's latency strays from the mean.
+    spread: Spread,
     since_floor_probe: u32,
     /// Consecutive windows cut on latency.
     latency_cuts: u32,
@@ -588,7 +602,10 @@ impl Ceiling {
             rng: DEFAULT_SEED,
             seed: DEFAULT_SEED,
             floor: None,
+            floor_ok: 0,
+            floor_means: 0,
             pool: LatencyPool::default(),
+            spread: Spread::default(),
             since_floor_probe: PROBE_SPACING,
             probe_from: None,
             latency_cuts: 0,
@@ -1097,6 +1114,10 @@ impl Ceiling {
     ) -> Option<usize> {
         self.since_floor_probe = self.since_floor_probe.saturating_add(1);
         let saved = self.floor_probe.take()?;
+        let ok = w
+            .samples
+            .saturating_sub(w.failures)
+            .saturating_sub(w.stale_failures);
         // The probe's limit has been in force since it started. Two round
         // trips alone were not enough: a probe at 4 on 5 shared 300 ms
         // workers, whose first 1.2 s window still served the queue of the
@@ -1122,7 +1143,7 @@ impl Ceiling {
             // The windows before the probe measured the old floor.
             self.pool = LatencyPool::default();
             if self
-                .floor
+                .floor()
                 .is_some_and(|f| m * (1.0 + self.tolerance / 2.0) < f)
             {
                 // Lower by more than half the tolerance: it may be lower
@@ -1140,7 +1161,7 @@ impl Ceiling {
                 // limit of 57 it restored as a jump to probe again, and
                 // looped between the two: p99 3.6 s.
                 Some(from) => {
-                    self.lower_floor(m);
+                    self.lower_floor(m, ok);
                     // A fresh failure makes the decision the overload's,
                     // against the ceiling as it was.
                     cut = self
@@ -1148,7 +1169,11 @@ impl Ceiling {
                         .filter(|&allowed| w.failures == 0 && from > allowed)
                         .map(|allowed| self.cut_to(saved, allowed / from));
                 }
-                None => self.floor = Some(m),
+                None => {
+                    self.floor = Some(m);
+                    self.floor_ok = ok;
+                    self.floor_means = 1;
+                }
             }
         }
         self.since_floor_probe = 0;
@@ -1200,7 +1225,7 @@ impl Ceiling {
             // descent takes 6). Not a measure of the ceiling.
             return false;
         }
-        self.lower_floor(m);
+        self.lower_floor(m, ok);
         // Only a measure at the level below this window's says what a try
         // here should beat.
         self.short_before = self
@@ -1227,17 +1252,35 @@ impl Ceiling {
     fn pool_floor(&mut self, w: &WindowSummary, ok: u64, mean_ok: Option<f64>) {
         match mean_ok {
             Some(m) if w.failures == 0 => {
-                if let Some(pooled) = self.pool.push_for_floor(ok, m, w.duration_nanos) {
-                    self.lower_floor(pooled);
+                if let Some((pooled, n)) = self.pool.push_for_floor(ok, m, w.duration_nanos) {
+                    self.lower_floor(pooled, n);
                 }
             }
             _ => self.pool = LatencyPool::default(),
         }
     }
 
-    /// Lowers the floor to `m` if that is lower (sets it if none).
-    fn lower_floor(&mut self, m: f64) {
-        self.floor = Some(self.floor.map_or(m, |f| f.min(m)));
+    /// Lowers the floor to a mean `m` of `ok` successes if that is lower,
+    /// each weighed by its standard error (sets it if none).
+    fn lower_floor(&mut self, m: f64, ok: u64) {
+        self.floor_means = self.floor_means.saturating_add(1);
+        let errors = lowest_of(self.floor_means);
+        let lower = self.floor.is_none_or(|f| {
+            m + errors * self.spread.error(ok) < f + errors * self.spread.error(self.floor_ok)
+        });
+        if lower {
+            self.floor = Some(m);
+            self.floor_ok = ok;
+        }
+    }
+
+    /// The floor: the lowest mean success latency measured, plus the
+    /// standard errors (of a mean of as many successes, at the spread learned
+    /// so far, which may have been learned after it) by which the lowest of
+    /// that many noisy means falls below their mean.
+    fn floor(&self) -> Option<f64> {
+        self.floor
+            .map(|m| m + lowest_of(self.floor_means) * self.spread.error(self.floor_ok))
     }
 
     /// Whether the window's `all_failed` failures (fresh and late) waited more than
@@ -1306,7 +1349,7 @@ impl Ceiling {
             && self.latency_seen
             && w.failures == 0
             && mean_ok
-                .or(self.floor)
+                .or(self.floor())
                 .is_some_and(|m| !self.has_run(2.0, m))
     }
 
@@ -1318,7 +1361,7 @@ impl Ceiling {
 
     /// The latency the floor's tolerance allows, once there is a floor.
     fn allowed(&self) -> Option<f64> {
-        self.floor.map(|f| f * (1.0 + self.tolerance))
+        self.floor().map(|f| f * (1.0 + self.tolerance))
     }
 
     /// Whether a clean window in slow start came before the limit has run
@@ -1644,6 +1687,14 @@ impl Ceiling {
             .saturating_sub(w.failures)
             .saturating_sub(w.stale_failures);
         let mean_ok = (ok > 0 && w.mean_ok_rtt_nanos > 0.0).then_some(w.mean_ok_rtt_nanos);
+        // Settled: the limit was in force two round trips before the window
+        // began, so the window's successes were admitted under it and the
+        // queue it makes had formed.
+        let settled = mean_ok.filter(|&m| {
+            w.failures == 0
+                && self.in_force_nanos.saturating_sub(w.duration_nanos) as f64 >= 2.0 * m
+        });
+        self.spread.push(limit, settled, ok);
         if let Some(saved) = self.floor_probed(limit, w, mean_ok) {
             return saved;
         }
@@ -2025,6 +2076,68 @@ impl Recent {
     }
 }
 
+/// How many standard errors the lowest of `n` means of one latency lies
+/// below it, on average: `√(2 ln n) − 0.6` (within 0.1 of the normal order
+/// statistic from 2 to 300 means; 0 for one). The floor is the lowest of
+/// many window means, and where successes' latencies spread wide (a heavy
+/// tail), the lowest of a few hundred means of 10 to 70 calls lies three
+/// standard errors below their mean.
+fn lowest_of(n: u32) -> f64 {
+    if n < 2 {
+        return 0.0;
+    }
+    ((2.0 * f64::from(n).ln()).sqrt() - 0.6).max(0.0)
+}
+
+/// The weight of each new reading in [`Spread`]'s average...
+const SPREAD_WEIGHT: f64 = 1.0 / 16.0;
+
+/// ...and the most one reading may be, in multiples of the average: a
+/// latency that stepped between two windows is no spread.
+const SPREAD_CAP: f64 = 16.0;
+
+/// The variance of one success's latency about its mean, learned from the
+/// means of consecutive clean windows at one limit: two means of `n₁` and
+/// `n₂` successes of variance `σ²` differ by `σ²·(1/n₁ + 1/n₂)` squared,
+/// on average, where the limit held the mean still.
+#[derive(Debug, Clone, Copy, Default)]
+struct Spread {
+    /// The variance, in nanoseconds squared (0: none learned).
+    variance: f64,
+    /// The last clean window's limit, mean success latency and successes.
+    last: Option<(usize, f64, u64)>,
+}
+
+impl Spread {
+    /// Notes a window at `limit` of `ok` successes, of mean `mean` where it
+    /// was clean.
+    fn push(&mut self, limit: usize, mean: Option<f64>, ok: u64) {
+        let now = mean.filter(|_| ok > 0).map(|m| (limit, m, ok));
+        if let (Some((l0, m0, n0)), Some((l, m, n))) = (self.last, now) {
+            if l0 == l {
+                let d = m - m0;
+                let v = d * d / (1.0 / n0 as f64 + 1.0 / n as f64);
+                self.variance = if self.variance > 0.0 {
+                    self.variance
+                        + (v.min(SPREAD_CAP * self.variance) - self.variance) * SPREAD_WEIGHT
+                } else {
+                    v
+                };
+            }
+        }
+        self.last = now;
+    }
+
+    /// The standard error of a mean of `n` successes' latencies (0 for no
+    /// successes: a floor set by hand).
+    fn error(&self, n: u64) -> f64 {
+        if n == 0 {
+            return 0.0;
+        }
+        (self.variance / n as f64).sqrt()
+    }
+}
+
 /// Successes of windows in a row, pooled: clean ones for the floor where
 /// one window is shorter than two round trips (a backend slower than half a
 /// window), and slow start's at one limit until it has run a round trip.
@@ -2056,13 +2169,14 @@ impl LatencyPool {
     /// Adds a clean window (as [`LatencyPool::push`]); the mean latency once
     /// the pool holds two round trips and [`FLOOR_POOL_OK`] successes (and
     /// the pool starts again).
-    fn push_for_floor(&mut self, ok: u64, mean_ok: f64, nanos: u64) -> Option<f64> {
+    fn push_for_floor(&mut self, ok: u64, mean_ok: f64, nanos: u64) -> Option<(f64, u64)> {
         self.push(ok, mean_ok, nanos);
         let mean = self.rtt_sum / self.ok as f64;
         if self.ok < FLOOR_POOL_OK || !spans_two_round_trips(self.nanos, mean) {
             return None;
         }
-        self.take()
+        let n = self.ok;
+        self.take().map(|m| (m, n))
     }
 }
 
@@ -4067,6 +4181,97 @@ mod tests {
         // ...whose mean is the new floor, and restore the limit.
         assert_eq!(law.next_limit(20, &win(200, 0, 20, 100.0, 1000)), 40);
         assert_eq!(law.floor, Some(100.0 * MS));
+    }
+
+    #[test]
+    fn ceiling_learns_the_spread_of_success_latency_from_settled_windows_at_one_limit() {
+        let ms2 = MS * MS;
+        let mut spread = Spread::default();
+        // Two means of 50 successes 10 ms apart: σ² = 10² / (1/50 + 1/50)
+        // = 2500 ms², so a mean of 25 is good to 10 ms.
+        spread.push(10, Some(100.0 * MS), 50);
+        spread.push(10, Some(110.0 * MS), 50);
+        assert!((spread.error(25) / MS - 10.0).abs() < 1e-9);
+        // A window at another limit, or one not settled or clean, pairs
+        // with nothing.
+        spread.push(12, Some(200.0 * MS), 50);
+        spread.push(10, Some(300.0 * MS), 50);
+        spread.push(10, None, 50);
+        spread.push(10, Some(100.0 * MS), 50);
+        assert!((spread.variance / ms2 - 2500.0).abs() < 1e-6);
+        // Each next pair moves it a sixteenth of the way, and a step of the
+        // mean between two windows counts sixteen times the spread at most.
+        spread.push(10, Some(1100.0 * MS), 50);
+        assert!((spread.variance / ms2 - (2500.0 + (16.0 - 1.0) * 2500.0 / 16.0)).abs() < 1e-6);
+        // No successes, no error.
+        assert_eq!(spread.error(0), 0.0);
+        // The law pairs only windows that began two round trips after their
+        // limit took force: the first window of a limit still serves the
+        // queue of the one before.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 60 },
+            rest: 100,
+            ..Ceiling::default()
+        };
+        law.next_limit(20, &win(100, 0, 20, 150.0, 1000));
+        law.next_limit(20, &win(100, 0, 20, 100.0, 1000));
+        assert_eq!(law.spread.variance, 0.0);
+        law.next_limit(20, &win(100, 0, 20, 110.0, 1000));
+        assert!((law.spread.variance / ms2 - 5000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn ceiling_raises_its_floor_by_how_far_the_lowest_of_its_means_falls_below_their_mean() {
+        // The normal order statistic: the lowest of 2 means lies 0.56
+        // standard errors below their mean, of 10 1.54, of 300 2.9.
+        assert_eq!(lowest_of(1), 0.0);
+        for (n, below) in [(2, 0.56), (10, 1.54), (300, 2.9)] {
+            assert!((lowest_of(n) - below).abs() < 0.13, "{n}");
+        }
+        // Successes spread 50 ms about their mean: a mean of 100 is good to
+        // 5 ms, and the lowest of ten such means, 100 ms, lies 7.7 ms below.
+        let spread = Spread {
+            variance: 2500.0 * MS * MS,
+            last: None,
+        };
+        let floor_ms = |law: &Ceiling| law.floor().map(|f| (f / MS * 100.0).round() / 100.0);
+        let mut law = Ceiling {
+            floor: Some(100.0 * MS),
+            floor_ok: 100,
+            floor_means: 10,
+            ..Ceiling::default()
+        };
+        // Before the spread is known, the floor is the lowest mean...
+        assert_eq!(floor_ms(&law), Some(100.0));
+        // ...and when it is learned, the floor takes its error.
+        law.spread = spread;
+        assert_eq!(floor_ms(&law), Some(107.73));
+        // 625 successes of 103 ms (good to 2 ms) say less than that more
+        // surely: 103 + 1.6 × 2 against 100 + 1.6 × 5.
+        law.lower_floor(103.0 * MS, 625);
+        assert_eq!(
+            (law.floor, law.floor_ok, law.floor_means),
+            (Some(103.0 * MS), 625, 11)
+        );
+        // 25 of 95 ms (good to 10 ms) do not: 95 + 1.6 × 10.
+        law.lower_floor(95.0 * MS, 25);
+        assert_eq!((law.floor, law.floor_ok), (Some(103.0 * MS), 625));
+        // A probe's mean starts the count again.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 60 },
+            rest: 100,
+            floor_probe: Some(40),
+            spread,
+            floor: Some(100.0 * MS),
+            floor_ok: 100,
+            floor_means: 10,
+            in_force_nanos: 5_000_000_000,
+            in_force: 20,
+            ..Ceiling::default()
+        };
+        law.next_limit(20, &win(100, 0, 20, 120.0, 1000));
+        assert_eq!(law.floor_means, 1);
+        assert_eq!(floor_ms(&law), Some(120.0));
     }
 
     #[test]
