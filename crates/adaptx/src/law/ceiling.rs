@@ -2014,8 +2014,9 @@ fn spans_two_round_trips(nanos: u64, rtt: f64) -> bool {
 /// capacity).
 const BLAME_EARLY: f64 = 0.98;
 
-/// How many windows [`Recent`] keeps: 16 s of 1 s windows, longer than any
-/// timeout the law attributes a failure across.
+/// How many windows [`Recent`] keeps: 16 s of 1 s windows. A failure that
+/// came back later than the windows kept reach (a longer timeout, or
+/// windows made short by `sample_window_adaptive`) is blamed on no limit.
 const RECENT: usize = 16;
 
 /// The limits of the last windows and their lengths, the last first (a ring:
