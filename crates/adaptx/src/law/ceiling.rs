@@ -1091,8 +1091,9 @@ impl Ceiling {
         w.stale_failures
     }
 
-    /// After a window of the floor probe at half the limit (`limit`): the
-    /// limit for the next window. The probe holds until it has run two
+    /// After a window of the floor probe at half the limit (`limit`; `ok`
+    /// successes of mean `mean_ok`): the limit for the next window. The
+    /// probe holds until it has run two
     /// round trips and its window's peak in flight is within its limit (the
     /// calls admitted before it have drained: the delay laws' baseline
     /// test), so that its last window's successes were admitted under it;
@@ -1110,14 +1111,11 @@ impl Ceiling {
         &mut self,
         limit: usize,
         w: &WindowSummary,
+        ok: u64,
         mean_ok: Option<f64>,
     ) -> Option<usize> {
         self.since_floor_probe = self.since_floor_probe.saturating_add(1);
         let saved = self.floor_probe.take()?;
-        let ok = w
-            .samples
-            .saturating_sub(w.failures)
-            .saturating_sub(w.stale_failures);
         // The probe's limit has been in force since it started. Two round
         // trips alone were not enough: a probe at 4 on 5 shared 300 ms
         // workers, whose first 1.2 s window still served the queue of the
@@ -1695,7 +1693,7 @@ impl Ceiling {
                 && self.in_force_nanos.saturating_sub(w.duration_nanos) as f64 >= 2.0 * m
         });
         self.spread.push(limit, settled, ok);
-        if let Some(saved) = self.floor_probed(limit, w, mean_ok) {
+        if let Some(saved) = self.floor_probed(limit, w, ok, mean_ok) {
             return saved;
         }
         let all_failed = w.failures + w.stale_failures;
