@@ -486,11 +486,8 @@ pub struct Ceiling {
     seed: u64,
     /// The lowest mean success latency of a measured window, or of a pool
     /// of shorter clean windows, since the last floor probe (see
-    /// [`Ceiling::floor`]), and the successes it was the mean of.
-    floor: Option<f64>,
-    floor_ok: u64,
-    /// The window means (or pools) the floor is the lowest of.
-    floor_means: u32,
+    /// [`Ceiling::floor`]).
+    floor: Floor,
     /// The clean windows since the last floor taken from them.
     pool: LatencyPool,
     /// How far one success's latency strays from the mean.
@@ -601,9 +598,7 @@ impl Ceiling {
             turn: 0,
             rng: DEFAULT_SEED,
             seed: DEFAULT_SEED,
-            floor: None,
-            floor_ok: 0,
-            floor_means: 0,
+            floor: Floor::default(),
             pool: LatencyPool::default(),
             spread: Spread::default(),
             since_floor_probe: PROBE_SPACING,
@@ -1167,11 +1162,7 @@ impl Ceiling {
                         .filter(|&allowed| w.failures == 0 && from > allowed)
                         .map(|allowed| self.cut_to(saved, allowed / from));
                 }
-                None => {
-                    self.floor = Some(m);
-                    self.floor_ok = ok;
-                    self.floor_means = 1;
-                }
+                None => self.floor.set(m, ok),
             }
         }
         self.since_floor_probe = 0;
@@ -1258,27 +1249,15 @@ impl Ceiling {
         }
     }
 
-    /// Lowers the floor to a mean `m` of `ok` successes if that is lower,
-    /// each weighed by its standard error (sets it if none).
+    /// Lowers the floor to a mean `m` of `ok` successes if that is lower
+    /// (see [`Floor::lower`]).
     fn lower_floor(&mut self, m: f64, ok: u64) {
-        self.floor_means = self.floor_means.saturating_add(1);
-        let errors = lowest_of(self.floor_means);
-        let lower = self.floor.is_none_or(|f| {
-            m + errors * self.spread.error(ok) < f + errors * self.spread.error(self.floor_ok)
-        });
-        if lower {
-            self.floor = Some(m);
-            self.floor_ok = ok;
-        }
+        self.floor.lower(m, ok, &self.spread);
     }
 
-    /// The floor: the lowest mean success latency measured, plus the
-    /// standard errors (of a mean of as many successes, at the spread learned
-    /// so far, which may have been learned after it) by which the lowest of
-    /// that many noisy means falls below their mean.
+    /// The floor the law judges latency by (see [`Floor::value`]).
     fn floor(&self) -> Option<f64> {
-        self.floor
-            .map(|m| m + lowest_of(self.floor_means) * self.spread.error(self.floor_ok))
+        self.floor.value(&self.spread)
     }
 
     /// Whether the window's `all_failed` failures (fresh and late) waited more than
@@ -1378,7 +1357,7 @@ impl Ceiling {
     fn before_round_trip(&self, w: &WindowSummary, mean_ok: Option<f64>) -> bool {
         w.failures == 0
             && mean_ok
-                .or(self.floor)
+                .or(self.floor())
                 .is_some_and(|m| !self.has_run(1.0, m))
     }
 
@@ -1912,7 +1891,7 @@ impl Ceiling {
             phase,
             ceiling,
             step,
-            floor_nanos: self.floor,
+            floor_nanos: self.floor(),
             served: self.served,
             served_at: self.served_at,
             noise: self.noise_rate(),
@@ -2072,6 +2051,49 @@ impl Recent {
             }
         }
         None
+    }
+}
+
+/// The latency floor: the lowest of the window means (or pools) measured
+/// since it was last probed, the successes that mean was of, and how many
+/// means it is the lowest of.
+#[derive(Debug, Clone, Copy, Default)]
+struct Floor {
+    mean: Option<f64>,
+    ok: u64,
+    means: u32,
+}
+
+impl Floor {
+    /// A floor probe's mean of `ok` successes: the floor, the lowest of one.
+    fn set(&mut self, mean: f64, ok: u64) {
+        *self = Floor {
+            mean: Some(mean),
+            ok,
+            means: 1,
+        };
+    }
+
+    /// Another mean of `ok` successes: the floor if it is lower, each
+    /// weighed by its standard error at `spread` (the floor if none).
+    fn lower(&mut self, mean: f64, ok: u64, spread: &Spread) {
+        self.means = self.means.saturating_add(1);
+        let errors = lowest_of(self.means);
+        let lower = self
+            .mean
+            .is_none_or(|f| mean + errors * spread.error(ok) < f + errors * spread.error(self.ok));
+        if lower {
+            self.mean = Some(mean);
+            self.ok = ok;
+        }
+    }
+
+    /// The lowest mean plus the standard errors (of a mean of as many
+    /// successes, at `spread`, which may have been learned after it) by
+    /// which the lowest of that many noisy means falls below their mean.
+    fn value(&self, spread: &Spread) -> Option<f64> {
+        self.mean
+            .map(|m| m + lowest_of(self.means) * spread.error(self.ok))
     }
 }
 
@@ -2338,6 +2360,16 @@ mod tests {
             min_rtt_nanos: rtt_ms * MS,
             rtt_floor_nanos: Some(rtt_ms * MS),
             rtt_average_nanos: Some(rtt_ms * MS),
+        }
+    }
+
+    impl Floor {
+        /// A floor of `mean` set by hand (no error).
+        fn at(mean: f64) -> Floor {
+            Floor {
+                mean: Some(mean),
+                ..Floor::default()
+            }
         }
     }
 
@@ -3462,7 +3494,7 @@ mod tests {
         // already takes 100 ms and teaches that as the floor.
         let mut law = Ceiling::default();
         assert_eq!(law.next_limit(10, &win(100, 0, 10, 100.0, 1000)), 15);
-        assert_eq!(law.floor, Some(100.0 * MS));
+        assert_eq!(law.floor.mean, Some(100.0 * MS));
         // The first window slower than the floor allows (150 > 120 ms): a
         // cut, and a check is due.
         assert_eq!(law.next_limit(15, &win(100, 0, 15, 150.0, 1000)), 12);
@@ -3473,12 +3505,12 @@ mod tests {
         // at 12: that queue was ours. Cut on it, 12 × 72 / 110, and another
         // check is due.
         assert_eq!(law.next_limit(6, &win(100, 0, 6, 60.0, 1000)), 7);
-        assert_eq!(law.floor, Some(60.0 * MS));
+        assert_eq!(law.floor.mean, Some(60.0 * MS));
         assert!(law.floor_due);
         // Later slow windows alone do not: one check per first slow window
         // (and per check that found the floor lower).
         let mut later = Ceiling {
-            floor: Some(50.0 * MS),
+            floor: Floor::at(50.0 * MS),
             latency_seen: true,
             phase: Phase::Known { ceiling: 31 },
             ..Ceiling::default()
@@ -3500,13 +3532,13 @@ mod tests {
         // the calls admitted at 40 come back (900 ms), not its own.
         let probing = || Ceiling {
             phase: Phase::Known { ceiling: 41 },
-            floor: Some(600.0 * MS),
+            floor: Floor::at(600.0 * MS),
             floor_probe: Some(40),
             ..Ceiling::default()
         };
         let mut law = probing();
         assert_eq!(law.next_limit(20, &win(30, 0, 20, 900.0, 1000)), 20);
-        assert_eq!(law.floor, Some(600.0 * MS));
+        assert_eq!(law.floor.mean, Some(600.0 * MS));
         // Two round trips in, but the calls admitted at 40 have not drained
         // (30 in flight at the peak): held.
         let mut held = law.clone();
@@ -3514,7 +3546,7 @@ mod tests {
         // Drained: the window's successes are the probe's own. The floor
         // rose to 700 ms; back to 40.
         assert_eq!(law.next_limit(20, &win(30, 0, 20, 700.0, 1000)), 40);
-        assert_eq!(law.floor, Some(700.0 * MS));
+        assert_eq!(law.floor.mean, Some(700.0 * MS));
         assert_eq!(law.floor_probe, None);
         // Never drained (a dropping backend's calls hold their permits until
         // the timeout): taken after four round trips.
@@ -3526,7 +3558,7 @@ mod tests {
         // Ended early by an overload, it measured nothing: the floor stays.
         let mut law = probing();
         assert!(law.next_limit(20, &win(29, 1, 20, 900.0, 1000)) < 40);
-        assert_eq!(law.floor, Some(600.0 * MS));
+        assert_eq!(law.floor.mean, Some(600.0 * MS));
         assert_eq!(law.floor_probe, None);
     }
 
@@ -3537,7 +3569,7 @@ mod tests {
         let queued = || Ceiling {
             phase: Phase::Known { ceiling: 31 },
             rest: 100,
-            floor: Some(1000.0 * MS),
+            floor: Floor::at(1000.0 * MS),
             latency_seen: true,
             ..Ceiling::default()
         };
@@ -3607,7 +3639,7 @@ mod tests {
         };
         assert_eq!(law.next_limit(30, &slow(20, 0, 30, 1500.0)), 24);
         let mut law = Ceiling {
-            floor: Some(50.0 * MS),
+            floor: Floor::at(50.0 * MS),
             ..queued()
         };
         assert_eq!(law.next_limit(30, &win(400, 0, 30, 75.0, 1000)), 24);
@@ -3624,7 +3656,7 @@ mod tests {
         // of 3.1 s against a floor of 1 s.
         let probing = || Ceiling {
             phase: Phase::Known { ceiling: 58 },
-            floor: Some(1000.0 * MS),
+            floor: Floor::at(1000.0 * MS),
             floor_probe: Some(57),
             probe_from: Some(3100.0 * MS),
             ..Ceiling::default()
@@ -3633,17 +3665,17 @@ mod tests {
         // stays, and 57 is cut on 3.1 s: 57 × 1.2 / 3.1.
         let mut law = probing();
         assert_eq!(law.next_limit(28, &win(60, 0, 28, 1540.0, 4000)), 22);
-        assert_eq!(law.floor, Some(1000.0 * MS));
+        assert_eq!(law.floor.mean, Some(1000.0 * MS));
         assert_eq!(law.phase, Phase::Known { ceiling: 23 });
         // Lower than the floor, it lowers it, and the cut reads that.
         let mut law = probing();
         assert_eq!(law.next_limit(28, &win(60, 0, 28, 900.0, 4000)), 19);
-        assert_eq!(law.floor, Some(900.0 * MS));
+        assert_eq!(law.floor.mean, Some(900.0 * MS));
         // Less than a tenth off: the backend is slower. 2.9 s is the floor,
         // and 57 is restored.
         let mut law = probing();
         assert_eq!(law.next_limit(28, &win(40, 0, 28, 2900.0, 6000)), 57);
-        assert_eq!(law.floor, Some(2900.0 * MS));
+        assert_eq!(law.floor.mean, Some(2900.0 * MS));
         // More than a tenth off, but the latency it started from is within
         // the tolerance: restored.
         let mut law = Ceiling {
@@ -3666,7 +3698,7 @@ mod tests {
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 58 },
             rest: 100,
-            floor: Some(1000.0 * MS),
+            floor: Floor::at(1000.0 * MS),
             ..Ceiling::default()
         };
         assert_eq!(law.next_limit(57, &win(20, 0, 57, 3100.0, 1000)), 28);
@@ -3693,7 +3725,7 @@ mod tests {
         // of 1.3 s are 1.15 s, within 1.2 × the floor of 1 s (the last
         // window alone would cut, to 20 × 1.2 / 1.3).
         let mut law = Ceiling {
-            floor: Some(1000.0 * MS),
+            floor: Floor::at(1000.0 * MS),
             ..Ceiling::default()
         };
         assert_eq!(law.next_limit(20, &win(15, 0, 20, 1100.0, 1000)), 20);
@@ -3701,7 +3733,7 @@ mod tests {
         // The pool is of one limit: one set from outside starts it again
         // (with the 1.5 s at 20 in it, 40 would be cut).
         let mut law = Ceiling {
-            floor: Some(1000.0 * MS),
+            floor: Floor::at(1000.0 * MS),
             ..Ceiling::default()
         };
         assert_eq!(law.next_limit(20, &win(20, 0, 20, 1500.0, 1000)), 20);
@@ -3709,7 +3741,7 @@ mod tests {
         assert_eq!(law.next_limit(40, &win(15, 0, 40, 1100.0, 1000)), 60);
         // Without a success, the floor says how long a round trip is.
         let mut law = Ceiling {
-            floor: Some(2000.0 * MS),
+            floor: Floor::at(2000.0 * MS),
             ..Ceiling::default()
         };
         let stale_only = WindowSummary {
@@ -3730,27 +3762,27 @@ mod tests {
         let slow = |ok, failures| win(ok, failures, 20, 600.0, 1000);
         let mut law = Ceiling::default();
         law.next_limit(20, &slow(30, 0));
-        assert_eq!(law.floor, None);
+        assert_eq!(law.floor.mean, None);
         // Two clean windows hold 2 s and 60 successes: the floor.
         law.next_limit(20, &slow(30, 0));
-        assert_eq!(law.floor, Some(600.0 * MS));
+        assert_eq!(law.floor.mean, Some(600.0 * MS));
         // A fresh failure starts the pool again.
         let mut law = Ceiling::default();
         law.next_limit(20, &slow(30, 0));
         law.next_limit(20, &slow(29, 1));
         law.next_limit(20, &slow(30, 0));
-        assert_eq!(law.floor, None);
+        assert_eq!(law.floor.mean, None);
         law.next_limit(20, &slow(30, 0));
-        assert_eq!(law.floor, Some(600.0 * MS));
+        assert_eq!(law.floor.mean, Some(600.0 * MS));
         // Two round trips are not enough with fewer than FLOOR_POOL_OK
         // successes: the lowest of small pools' means falls below the floor.
         let mut law = Ceiling::default();
         for _ in 0..3 {
             law.next_limit(10, &slow(15, 0));
-            assert_eq!(law.floor, None);
+            assert_eq!(law.floor.mean, None);
         }
         law.next_limit(10, &slow(15, 0));
-        assert_eq!(law.floor, Some(600.0 * MS));
+        assert_eq!(law.floor.mean, Some(600.0 * MS));
     }
 
     #[test]
@@ -4179,7 +4211,7 @@ mod tests {
         assert_eq!(law.next_limit(40, &win(400, 0, 40, 100.0, 1000)), 20);
         // ...whose mean is the new floor, and restore the limit.
         assert_eq!(law.next_limit(20, &win(200, 0, 20, 100.0, 1000)), 40);
-        assert_eq!(law.floor, Some(100.0 * MS));
+        assert_eq!(law.floor.mean, Some(100.0 * MS));
     }
 
     #[test]
@@ -4235,9 +4267,11 @@ mod tests {
         };
         let floor_ms = |law: &Ceiling| law.floor().map(|f| (f / MS * 100.0).round() / 100.0);
         let mut law = Ceiling {
-            floor: Some(100.0 * MS),
-            floor_ok: 100,
-            floor_means: 10,
+            floor: Floor {
+                mean: Some(100.0 * MS),
+                ok: 100,
+                means: 10,
+            },
             ..Ceiling::default()
         };
         // Before the spread is known, the floor is the lowest mean...
@@ -4245,31 +4279,38 @@ mod tests {
         // ...and when it is learned, the floor takes its error.
         law.spread = spread;
         assert_eq!(floor_ms(&law), Some(107.73));
+        // The state reports the floor the law judges by.
+        let LawState::Ceiling { floor_nanos, .. } = law.state() else {
+            panic!("a Ceiling state");
+        };
+        assert_eq!(floor_nanos, law.floor());
         // 625 successes of 103 ms (good to 2 ms) say less than that more
         // surely: 103 + 1.6 × 2 against 100 + 1.6 × 5.
         law.lower_floor(103.0 * MS, 625);
         assert_eq!(
-            (law.floor, law.floor_ok, law.floor_means),
+            (law.floor.mean, law.floor.ok, law.floor.means),
             (Some(103.0 * MS), 625, 11)
         );
         // 25 of 95 ms (good to 10 ms) do not: 95 + 1.6 × 10.
         law.lower_floor(95.0 * MS, 25);
-        assert_eq!((law.floor, law.floor_ok), (Some(103.0 * MS), 625));
+        assert_eq!((law.floor.mean, law.floor.ok), (Some(103.0 * MS), 625));
         // A probe's mean starts the count again.
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 60 },
             rest: 100,
             floor_probe: Some(40),
             spread,
-            floor: Some(100.0 * MS),
-            floor_ok: 100,
-            floor_means: 10,
+            floor: Floor {
+                mean: Some(100.0 * MS),
+                ok: 100,
+                means: 10,
+            },
             in_force_nanos: 5_000_000_000,
             in_force: 20,
             ..Ceiling::default()
         };
         law.next_limit(20, &win(100, 0, 20, 120.0, 1000));
-        assert_eq!(law.floor_means, 1);
+        assert_eq!(law.floor.means, 1);
         assert_eq!(floor_ms(&law), Some(120.0));
     }
 

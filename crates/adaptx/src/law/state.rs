@@ -78,7 +78,9 @@ pub enum LawState {
         /// The climb's next step, in phase `"explore"`.
         step: Option<usize>,
         /// The law's latency floor: the lowest mean success latency of a
-        /// measured window since the floor was last probed.
+        /// measured window since the floor was last probed, plus the
+        /// standard errors by which the lowest of that many noisy means
+        /// falls below their mean.
         floor_nanos: Option<f64>,
         /// The concurrency the backend served in the last window long
         /// enough to measure it (Little's law), and what the limit was then.
