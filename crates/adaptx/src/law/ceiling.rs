@@ -68,8 +68,8 @@ const EXPLORE_FIRST_STEP: usize = 4;
 const YIELD_KEEP: f64 = 0.93;
 
 /// ...after this many permit-windows at rest: `YIELD_PERMITS / limit`
-/// resting windows, rounded (a limit of 10, the smallest that yields, after
-/// 30; of 30 after 10; of 40 after 8), so a bigger limit, with more to give,
+/// resting windows, rounded (a limit of 2 after 150; of 10 after 30; of 30
+/// after 10; of 40 after 8), so a bigger limit, with more to give,
 /// gives sooner (as in the exchange, where it gives more often). The period
 /// follows the limit as it moves. Clients count their resting windows from
 /// the same start, so with one period for every size they yielded in the
@@ -86,8 +86,12 @@ const YIELD_EVERY_MIN: u32 = 5;
 /// ...twice as many after each time nobody took the room, up to this many...
 const YIELD_EVERY_MAX: u32 = 160;
 
-/// ...when it is at least this large.
-const YIELD_FROM: usize = 10;
+/// ...when it is at least this large: a limit of 1 has nothing to give (its
+/// yield keeps 0). A limit below 10 gives one permit. (Yielding only from
+/// 10, a limit below it kept what it had for good: four clients starting at
+/// 10 on a ceiling of 8, the first to start held all 8 and the other three
+/// failed every call for the whole run, shares 0 / 4; from 2, 0.70 / 1.37.)
+const YIELD_FROM: usize = 2;
 
 /// After the window of a yield, one permit of it stays free this many
 /// windows more: a neighbour at rest probes every 3 to 5 windows (see
@@ -97,6 +101,13 @@ const YIELD_FROM: usize = 10;
 /// on a ceiling of 20 held 1 permit for a whole run, in ~2 % of runs whose
 /// clients draw independent random streams).
 const YIELD_HOLD: u32 = 4;
+
+/// ...from a limit this large. A smaller one gives a fifth to a half of
+/// itself, and held, that cost a lone limit on a ceiling of 2 or 3 up to
+/// 0.97 of the capacity; its yield lasts its own window. A neighbour that
+/// small a share leaves out has no permit the backend takes at all (its
+/// calls fail as they come) and takes the room the moment it frees.
+const YIELD_HOLD_FROM: usize = 10;
 
 /// A neighbour sharing the ceiling counts as present for this many windows
 /// after the last sign of it (room given away was taken, or room found at
@@ -1539,7 +1550,11 @@ impl Ceiling {
                         // shares even out.
                         self.since_yield = 0;
                         self.yielding = true;
-                        self.yield_hold = YIELD_HOLD;
+                        self.yield_hold = if limit >= YIELD_HOLD_FROM {
+                            YIELD_HOLD
+                        } else {
+                            0
+                        };
                         return (limit as f64 * YIELD_KEEP) as usize;
                     }
                     // Where the backend drops, a try that finds no room
@@ -3028,14 +3043,42 @@ mod tests {
         assert_eq!(law.yield_every(30), EVERY);
         // Room taken is a neighbour's sign.
         assert!(law.neighbour());
-        // Below YIELD_FROM a limit keeps what it has.
+    }
+
+    #[test]
+    fn ceiling_limits_below_ten_yield_one_permit_for_one_window() {
+        // A limit of 5 yields one permit after 300 / 5 = 60 resting windows
+        // and climbs back the window after: no YIELD_HOLD below
+        // YIELD_HOLD_FROM.
         let mut small = Ceiling {
             phase: Phase::Known { ceiling: 6 },
             rest: 1000,
             ..Ceiling::default()
         };
-        for _ in 0..2 * EVERY {
-            assert_eq!(small.next_limit(5, &full(5)), 5);
+        for k in 1..60 {
+            assert_eq!(small.next_limit(5, &full(5)), 5, "window {k}");
+        }
+        assert_eq!(small.next_limit(5, &full(5)), 4);
+        assert_eq!(small.next_limit(4, &full(4)), 5);
+        // A limit of 2 gives its one permit of two, after 150 windows.
+        let mut two = Ceiling {
+            phase: Phase::Known { ceiling: 3 },
+            rest: 1000,
+            ..Ceiling::default()
+        };
+        for k in 1..150 {
+            assert_eq!(two.next_limit(2, &full(2)), 2, "window {k}");
+        }
+        assert_eq!(two.next_limit(2, &full(2)), 1);
+        assert_eq!(two.next_limit(1, &full(1)), 2);
+        // A limit of 1 has nothing to give.
+        let mut one = Ceiling {
+            phase: Phase::Known { ceiling: 2 },
+            rest: 1000,
+            ..Ceiling::default()
+        };
+        for _ in 0..400 {
+            assert_eq!(one.next_limit(1, &full(1)), 1);
         }
     }
 
