@@ -3047,39 +3047,28 @@ mod tests {
 
     #[test]
     fn ceiling_limits_below_ten_yield_one_permit_for_one_window() {
-        // A limit of 5 yields one permit after 300 / 5 = 60 resting windows
-        // and climbs back the window after: no YIELD_HOLD below
-        // YIELD_HOLD_FROM.
-        let mut small = Ceiling {
-            phase: Phase::Known { ceiling: 6 },
-            rest: 1000,
-            ..Ceiling::default()
+        // Each limit at rest, nobody taking anything: the windows before its
+        // first yield (300 / limit), where it yields to, and where the window
+        // after that takes it (back at once: no YIELD_HOLD below
+        // YIELD_HOLD_FROM).
+        let first_yield = |rest_at: usize| {
+            let mut law = Ceiling {
+                phase: Phase::Known {
+                    ceiling: rest_at + 1,
+                },
+                rest: 1000,
+                ..Ceiling::default()
+            };
+            let k = (1..=400).find(|_| law.next_limit(rest_at, &full(rest_at)) < rest_at)?;
+            let to = (rest_at as f64 * YIELD_KEEP) as usize;
+            Some((k, to, law.next_limit(to, &full(to))))
         };
-        for k in 1..60 {
-            assert_eq!(small.next_limit(5, &full(5)), 5, "window {k}");
-        }
-        assert_eq!(small.next_limit(5, &full(5)), 4);
-        assert_eq!(small.next_limit(4, &full(4)), 5);
-        // A limit of 2 gives its one permit of two, after 150 windows.
-        let mut two = Ceiling {
-            phase: Phase::Known { ceiling: 3 },
-            rest: 1000,
-            ..Ceiling::default()
-        };
-        for k in 1..150 {
-            assert_eq!(two.next_limit(2, &full(2)), 2, "window {k}");
-        }
-        assert_eq!(two.next_limit(2, &full(2)), 1);
-        assert_eq!(two.next_limit(1, &full(1)), 2);
+        assert_eq!(first_yield(5), Some((60, 4, 5)));
+        assert_eq!(first_yield(9), Some((33, 8, 9)));
+        // A limit of 2 gives its one permit of two.
+        assert_eq!(first_yield(2), Some((150, 1, 2)));
         // A limit of 1 has nothing to give.
-        let mut one = Ceiling {
-            phase: Phase::Known { ceiling: 2 },
-            rest: 1000,
-            ..Ceiling::default()
-        };
-        for _ in 0..400 {
-            assert_eq!(one.next_limit(1, &full(1)), 1);
-        }
+        assert_eq!(first_yield(1), None);
     }
 
     #[test]
