@@ -1335,12 +1335,16 @@ impl Ceiling {
         if !(self.drops() && resting && measured && self.served_at == limit) {
             return None;
         }
+        // What was served a permit or more short of the limit, rounded.
         let held = w.failures as f64 * self.drop_wait / w.duration_nanos.max(1) as f64;
-        let short = self.served.map_or(0.0, |n| limit as f64 - n);
         let served = self
-            .served_below_limit()
+            .served
             .filter(|_| timed_out && w.failures > 0 && w.stale_failures == 0)
-            .filter(|&n| n < limit && short >= 0.5 * held && short <= 1.5 * held + 0.5);
+            .filter(|&n| {
+                let short = limit as f64 - n;
+                short >= 1.0 && short >= 0.5 * held && short <= 1.5 * held + 0.5
+            })
+            .map(|n| n.round() as usize);
         let Some(served) = served else {
             self.unfilled = 0;
             return None;
