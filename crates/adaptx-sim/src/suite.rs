@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 37] = [
+pub const BUILTIN: [(&str, &str); 38] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -162,6 +162,10 @@ pub const BUILTIN: [(&str, &str); 37] = [
     (
         "37-heavy-tail.toml",
         include_str!("../scenarios/37-heavy-tail.toml"),
+    ),
+    (
+        "38-soft-noise.toml",
+        include_str!("../scenarios/38-soft-noise.toml"),
     ),
 ];
 

@@ -61,7 +61,8 @@ fn the_shipped_scenarios_load() {
             "34-slow-queue-1s",
             "35-slow-queue-2s",
             "36-step-up-tenfold",
-            "37-heavy-tail"
+            "37-heavy-tail",
+            "38-soft-noise"
         ]
     );
     assert!(
