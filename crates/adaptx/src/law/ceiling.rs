@@ -792,6 +792,24 @@ impl Ceiling {
         matches!(self.phase, Phase::Known { ceiling } if limit == ceiling) && !self.drops()
     }
 
+    /// Whether `limit` is the resting level, one below the remembered
+    /// ceiling.
+    fn resting(&self, limit: usize) -> bool {
+        matches!(self.phase, Phase::Known { ceiling } if limit + 1 == ceiling)
+    }
+
+    /// Whether the fresh failures of the windows at the limit in force,
+    /// together, are more than background noise explains (at
+    /// `alpha`).
+    fn significant_at_limit(&self, alpha: f64) -> bool {
+        significant_with(
+            self.noise_rate(),
+            self.in_force_failures,
+            self.in_force_samples,
+            alpha,
+        )
+    }
+
     /// Rest just below `ceiling` from now on.
     fn remember(&mut self, ceiling: usize) {
         self.phase = Phase::Known { ceiling };
@@ -827,10 +845,7 @@ impl Ceiling {
     /// Notes a window at `limit`: at the resting level, and neither a gift's
     /// window nor its return, its failures tell what the backend fails there.
     fn note_rest(&mut self, limit: usize, failures: u64, samples: u64) {
-        let Phase::Known { ceiling } = self.phase else {
-            return;
-        };
-        if limit + 1 != ceiling || self.given > 0 {
+        if !self.resting(limit) || self.given > 0 {
             return;
         }
         if self.rest_level != limit {
@@ -1337,8 +1352,7 @@ impl Ceiling {
         timed_out: bool,
         measured: bool,
     ) -> Option<usize> {
-        let resting = matches!(self.phase, Phase::Known { ceiling } if limit + 1 == ceiling);
-        if !(self.drops() && resting && measured && self.served_at == limit) {
+        if !(self.drops() && self.resting(limit) && measured && self.served_at == limit) {
             return None;
         }
         // What was served a permit or more short of the limit, rounded.
@@ -1808,7 +1822,6 @@ impl Ceiling {
         // short more often (a step from 20 to 40 took 13–14 s, not 9).
         let inconclusive =
             above_rest && !soft && !timed_out && w.failures > 0 && w.stale_failures == 0;
-        let resting = matches!(self.phase, Phase::Known { ceiling } if limit + 1 == ceiling);
         let mut excused = false;
         let fell = (!soft).then(|| self.fell_below(limit, w)).flatten();
         let overload = if soft {
@@ -1819,19 +1832,12 @@ impl Ceiling {
             let lossy = self.lossy_run(counted, w.samples);
             let alone = self.significant(counted, w.samples);
             let lone = alone && counted == 1;
-            excused = lone && resting && self.excused(w, timed_out);
-            let above_excused = lone
-                && inconclusive
-                && !self.significant(self.in_force_failures, self.in_force_samples);
+            excused = lone && self.resting(limit) && self.excused(w, timed_out);
+            let above_excused =
+                lone && inconclusive && !self.significant_at_limit(NOISE_SIGNIFICANCE);
             fell.is_some()
                 || w.failures > 0 && ((alone && !excused && !above_excused) || lossy)
-                || inconclusive
-                    && significant_with(
-                        self.noise_rate(),
-                        self.in_force_failures,
-                        self.in_force_samples,
-                        RUN_SIGNIFICANCE,
-                    )
+                || inconclusive && self.significant_at_limit(RUN_SIGNIFICANCE)
         };
         if overload {
             // Slow start's overload is its overshoot.
@@ -2020,7 +2026,7 @@ impl Ceiling {
         !timed_out
             && w.stale_failures == 0
             && self.noise_rate() > 0.0
-            && !self.significant(self.in_force_failures, self.in_force_samples)
+            && !self.significant_at_limit(NOISE_SIGNIFICANCE)
     }
 
     /// The latency to judge a window without a significant failure by (its
