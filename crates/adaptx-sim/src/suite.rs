@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 38] = [
+pub const BUILTIN: [(&str, &str); 39] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -166,6 +166,10 @@ pub const BUILTIN: [(&str, &str); 38] = [
     (
         "38-soft-noise.toml",
         include_str!("../scenarios/38-soft-noise.toml"),
+    ),
+    (
+        "39-drop-long-timeout.toml",
+        include_str!("../scenarios/39-drop-long-timeout.toml"),
     ),
 ];
 

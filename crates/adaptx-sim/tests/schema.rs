@@ -62,7 +62,8 @@ fn the_shipped_scenarios_load() {
             "35-slow-queue-2s",
             "36-step-up-tenfold",
             "37-heavy-tail",
-            "38-soft-noise"
+            "38-soft-noise",
+            "39-drop-long-timeout"
         ]
     );
     assert!(

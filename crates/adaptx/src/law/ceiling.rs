@@ -132,6 +132,12 @@ const DROPS_WINDOWS: u32 = 300;
 /// many timeouts apart.
 const TRY_TIMEOUTS: f64 = 2.0;
 
+/// Where the backend drops, a try whose window served no more than the
+/// level below holds its limit until the call the backend dropped comes back
+/// at the timeout, for at most this many timeouts (see
+/// [`Ceiling::await_dropped`]).
+const TRY_AWAIT_TIMEOUTS: f64 = 1.5;
+
 /// The exchange gives in turns of three windows at rest that give (or may
 /// give: a window that earned no whole permit tries instead): the first of
 /// each turn waits, trying for one more meanwhile, until
@@ -578,6 +584,10 @@ pub struct Ceiling {
     drop_wait: f64,
     /// Nanoseconds since the last try of the ceiling from rest.
     since_try_nanos: u64,
+    /// The try whose window served no more than the level below, held until
+    /// the call the backend dropped comes back (see
+    /// [`Ceiling::await_dropped`]); 0 when none is.
+    awaiting: usize,
     /// The limit of the last window, and how long it has been in force
     /// (nanoseconds, that window included).
     in_force: usize,
@@ -661,6 +671,7 @@ impl Ceiling {
             since_drop: u32::MAX,
             drop_wait: 0.0,
             since_try_nanos: 0,
+            awaiting: 0,
             in_force: 0,
             in_force_nanos: 0,
             in_force_failures: 0,
@@ -1313,10 +1324,17 @@ impl Ceiling {
     }
 
     /// Whether the window's `all_failed` failures (fresh and late) waited more than
-    /// [`DROPPED_WAIT`] times its successes' mean latency `mean_ok`: a
-    /// backend that drops what it cannot take answers at the client's
-    /// timeout, far past its service. Remembers what they waited, the
-    /// timeout, when they did.
+    /// [`DROPPED_WAIT`] times its successes' mean latency `mean_ok` (the
+    /// floor's where it has none): a backend that drops what it cannot take
+    /// answers at the client's timeout, far past its service. Remembers what
+    /// they waited, the timeout, when they did.
+    ///
+    /// A window that closed on a call back at its timeout just after another
+    /// closed holds it alone. Compared with no success, it read as a
+    /// failure answered at once: above the resting level, one too early to
+    /// be significant, held and then read as room (a try held for its
+    /// dropped call took the next permit when the call came back, to 40 on a
+    /// ceiling of 30).
     fn timed_out(
         &mut self,
         w: &WindowSummary,
@@ -1324,7 +1342,7 @@ impl Ceiling {
         all_failed: u64,
         mean_ok: Option<f64>,
     ) -> bool {
-        let Some(m) = mean_ok.filter(|_| all_failed > 0) else {
+        let Some(m) = mean_ok.or(self.floor()).filter(|_| all_failed > 0) else {
             return false;
         };
         let waited = (w.mean_rtt_nanos * w.samples as f64 - m * ok as f64) / all_failed as f64;
@@ -1546,7 +1564,37 @@ impl Ceiling {
             self.remember(next + 1);
             return Some(next);
         }
-        // A try: back to rest, as after a failed probe; the ceiling stands.
+        // A try: back to rest, as after a failed probe, once its dropped
+        // call is back; the ceiling stands.
+        self.awaiting = limit;
+        self.await_dropped(limit)
+    }
+
+    /// Where the backend drops, the limit after a window at a try that
+    /// served no more than the level below ([`Ceiling::no_room`]): held
+    /// until the call the backend dropped comes back at the timeout (its
+    /// failure, fresh at this limit, cuts it before its permit is free), for
+    /// at most [`TRY_AWAIT_TIMEOUTS`] timeouts; then back to rest. `None`
+    /// where no try awaits at `limit`.
+    ///
+    /// Cut back while that call was out, the limit was full of it and of
+    /// the calls the backend served: the next to come back was not sent
+    /// again, and its place in the backend went to whoever sent first — a
+    /// neighbour's call, or this client's dropped one back from its timeout.
+    /// A lone limit on a ceiling of 30 behind a 3 s timeout lost a place
+    /// for up to 3 s at every try (0.980 of the capacity, 0.994 held); a
+    /// client sharing the backend lost it for good, and a share of one
+    /// whose one call was then dropped at every timeout served nothing for
+    /// seconds on end (six clients on 36 behind a 3 s timeout: the smallest
+    /// at 0.06 of the fair share).
+    fn await_dropped(&mut self, limit: usize) -> Option<usize> {
+        if self.awaiting != limit {
+            return None;
+        }
+        if (self.in_force_nanos as f64) < TRY_AWAIT_TIMEOUTS * self.drop_wait {
+            return Some(limit);
+        }
+        self.awaiting = 0;
         self.found = 0;
         self.room = false;
         Some(limit.saturating_sub(1).max(1))
@@ -1859,6 +1907,17 @@ impl Ceiling {
             if self.descend == 0 {
                 self.overloads += 1;
             }
+            if timed_out && fell.is_none() && std::mem::take(&mut self.awaiting) == limit {
+                // The dropped call of a try held for it is back: to rest,
+                // below the same ceiling, as the try's window said. (Judged
+                // as a failure of its own, by what the window served, at a
+                // backend whose calls time out now and then at any load, a
+                // jittery one, each try cut a permit or more off the
+                // ceiling.)
+                self.found = 0;
+                self.room = false;
+                return limit.saturating_sub(1).max(1);
+            }
             let mut next = self.overloaded(limit, w.failures, w.samples);
             if let Some(at) = blamed.filter(|&at| at < limit) {
                 // A call admitted under `at` was dropped: the backend was
@@ -1957,6 +2016,9 @@ impl Ceiling {
             // the 55 served before it).
             self.served = None;
         }
+        if let Some(next) = self.await_dropped(limit) {
+            return next;
+        }
         if measured && self.drops() {
             if let Some(next) = self.no_room(limit) {
                 return next;
@@ -1978,6 +2040,7 @@ impl Ceiling {
     fn note_in_force(&mut self, limit: usize, w: &WindowSummary) {
         if limit != self.in_force {
             self.in_force = limit;
+            self.awaiting = 0;
             self.in_force_nanos = 0;
             self.in_force_failures = 0;
             self.in_force_samples = 0;
@@ -3739,6 +3802,83 @@ mod tests {
         // Below the ceiling (climbing back, at rest) it changes nothing.
         let mut law = known();
         assert_eq!(law.next_limit(15, &win(200, 0, 15, 50.0, 1000)), 18);
+    }
+
+    #[test]
+    fn ceiling_reads_a_window_of_only_a_timeout_by_its_floor() {
+        // A window that closed on a call back at its 1 s timeout just after
+        // another closed holds no success to compare it with: the floor
+        // (50 ms) says it timed out, and the backend drops.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            floor: Floor::at(50.0 * MS),
+            ..Ceiling::default()
+        };
+        let mut alone = win(0, 1, 21, 1000.0, 2);
+        alone.mean_rtt_nanos = 1000.0 * MS;
+        assert!(law.next_limit(21, &alone) <= 20);
+        assert!(law.drops());
+        // A rejection alone, as fast as the floor, is no timeout.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            floor: Floor::at(50.0 * MS),
+            ..Ceiling::default()
+        };
+        let mut rejected = alone;
+        rejected.mean_rtt_nanos = MS;
+        law.next_limit(21, &rejected);
+        assert!(!law.drops());
+    }
+
+    #[test]
+    fn ceiling_holds_a_try_where_the_backend_drops_until_its_dropped_call_is_back() {
+        // A 1 s timeout; resting at 20 below a ceiling of 21.
+        let trying = || Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            since_drop: 0,
+            drop_wait: 1000.0 * MS,
+            floor: Floor::at(50.0 * MS),
+            ..Ceiling::default()
+        };
+        // The try of 21 served 20: its call was dropped. Held, not cut
+        // while that call is out, and not grown on the windows after (too
+        // short to measure what was served, or measured short again).
+        let mut law = trying();
+        assert_eq!(law.next_limit(21, &win(200, 0, 21, 50.0, 500)), 21);
+        assert_eq!(law.next_limit(21, &win(4, 0, 21, 50.0, 10)), 21);
+        assert_eq!(law.next_limit(21, &win(190, 0, 21, 50.0, 480)), 21);
+        // The dropped call comes back, fresh at this limit: back to rest
+        // (the limiter applies it before that call's permit is free).
+        let mut back = win(0, 1, 21, 1000.0, 5);
+        back.mean_rtt_nanos = 1000.0 * MS;
+        assert_eq!(law.next_limit(21, &back), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        // Where the try's window measured 17 served against the 20 of the
+        // rest (a backend whose latency varies measures that now and then),
+        // the call's failure is still the try's: back to rest, not to 17.
+        let mut law = Ceiling {
+            served: Some(20.0),
+            served_at: 20,
+            served_clean: true,
+            ..trying()
+        };
+        assert_eq!(law.next_limit(21, &win(170, 0, 21, 50.0, 500)), 21);
+        assert_eq!(law.next_limit(21, &back), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        // Nothing comes back within one and a half timeouts (the permit was
+        // never used: an open demand's gap): back to rest then.
+        let mut law = trying();
+        assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 21);
+        assert_eq!(law.next_limit(21, &win(160, 0, 21, 50.0, 400)), 21);
+        assert_eq!(law.next_limit(21, &win(80, 0, 21, 50.0, 200)), 20);
+        assert_eq!(law.found, 0);
+        // The limit moved (a yield, a cut) and came back: that try is over,
+        // and the next measure of it is a try of its own.
+        let mut law = trying();
+        assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 21);
+        assert_eq!(law.awaiting, 21);
+        law.next_limit(19, &win(380, 0, 19, 50.0, 1000));
+        assert_eq!(law.awaiting, 0);
     }
 
     #[test]
