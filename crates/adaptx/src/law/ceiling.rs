@@ -1582,7 +1582,7 @@ impl Ceiling {
     /// again, and its place in the backend went to whoever sent first — a
     /// neighbour's call, or this client's dropped one back from its timeout.
     /// A lone limit on a ceiling of 30 behind a 3 s timeout lost a place
-    /// for up to 3 s at every try (0.980 of the capacity, 0.994 held); a
+    /// for up to 3 s at every try (0.980 of the capacity, 0.995 held); a
     /// client sharing the backend lost it for good, and a share of one
     /// whose one call was then dropped at every timeout served nothing for
     /// seconds on end (six clients on 36 behind a 3 s timeout: the smallest
