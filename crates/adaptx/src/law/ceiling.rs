@@ -1575,7 +1575,10 @@ impl Ceiling {
     /// until the call the backend dropped comes back at the timeout (its
     /// failure, fresh at this limit, cuts it before its permit is free), for
     /// at most [`TRY_AWAIT_TIMEOUTS`] timeouts; then back to rest. `None`
-    /// where no try awaits at `limit`.
+    /// where no try awaits at `limit`. Where nothing was dropped (a window
+    /// that measured the try short by its latency's spread, or an open
+    /// demand's gap), nothing comes back, and the hold lasts the 1.5
+    /// timeouts, whatever the windows meanwhile measure.
     ///
     /// Cut back while that call was out, the limit was full of it and of
     /// the calls the backend served: the next to come back was not sent
@@ -1908,12 +1911,13 @@ impl Ceiling {
                 self.overloads += 1;
             }
             if timed_out && fell.is_none() && std::mem::take(&mut self.awaiting) == limit {
-                // The dropped call of a try held for it is back: to rest,
-                // below the same ceiling, as the try's window said. (Judged
-                // as a failure of its own, by what the window served, at a
-                // backend whose calls time out now and then at any load, a
-                // jittery one, each try cut a permit or more off the
-                // ceiling.)
+                // A call timed out at a try held for its dropped call: read
+                // as that call, and to rest below the same ceiling, as the
+                // try's window said; a ceiling that fell under the try is
+                // left to the windows after. (Judged as a failure of its
+                // own, by what the window served, at a backend whose calls
+                // time out now and then at any load, a jittery one, each try
+                // cut a permit or more off the ceiling.)
                 self.found = 0;
                 self.room = false;
                 return limit.saturating_sub(1).max(1);
@@ -3866,8 +3870,12 @@ mod tests {
         assert_eq!(law.next_limit(21, &back), 20);
         assert_eq!(law.phase, Phase::Known { ceiling: 21 });
         // Nothing comes back within one and a half timeouts (the permit was
-        // never used: an open demand's gap): back to rest then.
-        let mut law = trying();
+        // never used: an open demand's gap): back to rest then, the run of
+        // tries that found room ended.
+        let mut law = Ceiling {
+            found: 1,
+            ..trying()
+        };
         assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 21);
         assert_eq!(law.next_limit(21, &win(160, 0, 21, 50.0, 400)), 21);
         assert_eq!(law.next_limit(21, &win(80, 0, 21, 50.0, 200)), 20);
