@@ -1021,7 +1021,7 @@ impl Ceiling {
             // Hit while resting at a level that held: the ceiling came down
             // (or a neighbour sharing it probed). Down to what was served,
             // and by a tenth at least, so a bigger client gives up more room.
-            Phase::Known { ceiling } if limit + 1 == ceiling && self.rested > 0 => {
+            Phase::Known { .. } if self.resting(limit) && self.rested > 0 => {
                 let next = self
                     .served
                     .map_or(tenth, |n| (n.round() as usize).min(tenth));
@@ -1597,10 +1597,17 @@ impl Ceiling {
         if (self.in_force_nanos as f64) < TRY_AWAIT_TIMEOUTS * self.drop_wait {
             return Some(limit);
         }
+        Some(self.try_over(limit))
+    }
+
+    /// A held try ([`Ceiling::await_dropped`]) ends: back to rest, one below
+    /// `limit`, below the same ceiling; the run of tries that found room is
+    /// over.
+    fn try_over(&mut self, limit: usize) -> usize {
         self.awaiting = 0;
         self.found = 0;
         self.room = false;
-        Some(limit.saturating_sub(1).max(1))
+        limit.saturating_sub(1).max(1)
     }
 
     /// The limit after a clean, busy window; `quiet`: nothing failed late in
@@ -1910,7 +1917,7 @@ impl Ceiling {
             if self.descend == 0 {
                 self.overloads += 1;
             }
-            if timed_out && fell.is_none() && std::mem::take(&mut self.awaiting) == limit {
+            if timed_out && fell.is_none() && self.awaiting == limit {
                 // A call timed out at a try held for its dropped call: read
                 // as that call, and to rest below the same ceiling, as the
                 // try's window said; a ceiling that fell under the try is
@@ -1918,9 +1925,7 @@ impl Ceiling {
                 // own, by what the window served, at a backend whose calls
                 // time out now and then at any load, a jittery one, each try
                 // cut a permit or more off the ceiling.)
-                self.found = 0;
-                self.room = false;
-                return limit.saturating_sub(1).max(1);
+                return self.try_over(limit);
             }
             let mut next = self.overloaded(limit, w.failures, w.samples);
             if let Some(at) = blamed.filter(|&at| at < limit) {
@@ -2689,6 +2694,24 @@ mod tests {
         assert_eq!(law.next_limit(20, &full(20)), 30);
         assert_eq!(law.next_limit(30, &win(2, 1, 30, 50.0, 3)), 25);
         assert_eq!(law.phase, Phase::Known { ceiling: 30 });
+    }
+
+    #[test]
+    fn ceiling_cuts_a_resting_level_that_held_by_a_tenth_at_least() {
+        // Resting at 20 below a ceiling of 21, a clean window served 19.5:
+        // then its calls fail. Down by a tenth (18), so a bigger client gives
+        // up more room; the ceiling is the level hit.
+        let mut law = resting(21, 0.0);
+        assert_eq!(law.next_limit(20, &win(390, 0, 20, 50.0, 1000)), 20);
+        assert_eq!(law.next_limit(20, &win(5, 3, 20, 50.0, 10)), 18);
+        assert_eq!(law.phase, Phase::Known { ceiling: 20 });
+        // Where the clean window served 15 (a neighbour's probe, or a
+        // demand short of the limit): down to 15, the ceiling still the level
+        // hit, not one above what was served as after a climb.
+        let mut law = resting(21, 0.0);
+        assert_eq!(law.next_limit(20, &win(300, 0, 20, 50.0, 1000)), 20);
+        assert_eq!(law.next_limit(20, &win(5, 3, 20, 50.0, 10)), 15);
+        assert_eq!(law.phase, Phase::Known { ceiling: 20 });
     }
 
     #[test]
