@@ -133,9 +133,9 @@ const DROPS_WINDOWS: u32 = 300;
 const TRY_TIMEOUTS: f64 = 2.0;
 
 /// Where the backend drops, a try whose window served no more than the
-/// level below holds its limit until the call the backend dropped comes back
-/// at the timeout, for at most this many timeouts (see
-/// [`Ceiling::await_dropped`]).
+/// level below (or an exploration's step that found no room) holds its limit
+/// until the calls the backend dropped come back at the timeout, for at most
+/// this many timeouts (see [`Ceiling::await_dropped`]).
 const TRY_AWAIT_TIMEOUTS: f64 = 1.5;
 
 /// The exchange gives in turns of three windows at rest that give (or may
@@ -355,7 +355,8 @@ enum Phase {
 ///   calls hold their permits, so their windows look clean and busy), a try
 ///   or a step finds room only where the backend served more than the level
 ///   below it (for a try, half a permit more than the window at that level
-///   served, which an open demand leaves short of its limit).
+///   served, which an open demand leaves short of its limit; for a step,
+///   more than its limit less half the step).
 ///   Below the resting level it returns halfway per window. A failure at a
 ///   resting level that held cuts to what was served and by a tenth at
 ///   least, and so does a failed probe that served more than a tenth less
@@ -443,7 +444,16 @@ enum Phase {
 /// explains show, without a fresh failure, that the ceiling fell below the
 /// limit (a permit holds one call at a time: of the calls in flight as the
 /// window began, at most the limit then in force less the ceiling were to
-/// fail), wherever failures come back within a window. Fresh failures
+/// fail). Where they come back within a window, they were admitted in the
+/// window before; where they came back at a longer timeout, a timeout
+/// before, under the highest limit in force then (the law keeps its last
+/// 16 windows). There the limit in force sent as many calls again as came
+/// back, and the backend dropped those too: they hold their permits until
+/// their own timeout, and a cut below them would leave the backend only
+/// what they left free. So the limit holds until the first of them is back
+/// (at most 1.5 timeouts) and goes down then, before its permit is free.
+/// An exploration's step or a try that found no room where the backend
+/// drops holds the same way. Fresh failures
 /// that came back at a timeout answer the limit in force a timeout before
 /// the window closed on them (the law keeps its last 16 windows): where that
 /// was below the present limit (tries climbed since), the ceiling is below
@@ -588,6 +598,13 @@ pub struct Ceiling {
     /// the call the backend dropped comes back (see
     /// [`Ceiling::await_dropped`]); 0 when none is.
     awaiting: usize,
+    /// Where the held limit goes when it ends, and nanoseconds since the
+    /// hold began (its first window included).
+    await_to: usize,
+    awaited_nanos: u64,
+    /// The hold awaits calls sent again as late timeouts came back (see
+    /// the overload branch of [`Ceiling::decide`]).
+    await_sent_again: bool,
     /// The limit of the last window, and how long it has been in force
     /// (nanoseconds, that window included).
     in_force: usize,
@@ -672,6 +689,9 @@ impl Ceiling {
             drop_wait: 0.0,
             since_try_nanos: 0,
             awaiting: 0,
+            await_to: 0,
+            awaited_nanos: 0,
+            await_sent_again: false,
             in_force: 0,
             in_force_nanos: 0,
             in_force_failures: 0,
@@ -1105,48 +1125,79 @@ impl Ceiling {
     /// that began as the step came failed 20 calls admitted at 41 and was
     /// read as the drain of the probe the window before, and the limit came
     /// down a second later, 2 s after the step.)
-    fn fell_below(&self, limit: usize, w: &WindowSummary) -> Option<usize> {
-        if w.failures > 0 || self.recent.is_empty() || !self.late_from_last_window() {
+    fn fell_below(&self, limit: usize, w: &WindowSummary, timed_out: bool) -> Option<usize> {
+        if w.failures > 0 {
             return None;
         }
-        let answered = self.recent.last_limit().saturating_sub(limit) as u64 + 1;
+        let admitted = self.late_admitted_under(limit, w, timed_out)?;
+        let answered = admitted.saturating_sub(limit) as u64 + 1;
         let beyond = w.stale_failures.saturating_sub(answered);
-        let shown = beyond >= STALE_FELL_MIN
-            && significant_at(self.noise_rate(), beyond, self.recent.last_limit() as u64);
+        let shown =
+            beyond >= STALE_FELL_MIN && significant_at(self.noise_rate(), beyond, admitted as u64);
         shown
-            .then(|| {
-                self.recent
-                    .last_limit()
-                    .saturating_sub(w.stale_failures as usize)
-                    .max(1)
-            })
+            .then(|| admitted.saturating_sub(w.stale_failures as usize).max(1))
             .filter(|&below| below < limit)
     }
 
-    /// Whether the calls that failed late in this window were admitted in
-    /// the window before it: failures come back within its length. Slower
-    /// ones may have been admitted windows earlier, under other limits, and
-    /// held their permits through this one while the backend had room. (Read
-    /// as admitted in the window before, a 3 s timeout's drain after a cut
-    /// from 60 to 40 cut again to 20, and on to 40 % of the capacity.)
+    /// The highest limit in force while the calls that failed late in this
+    /// window (of `limit`) were admitted; `None` where that is not known.
+    /// Where failures come back within a window's length, they were admitted
+    /// in the window before it. Where they came back at a timeout longer
+    /// than that (`timed_out`), a timeout before they came back: at a
+    /// backend that drops, every window that gives room away is a decrease,
+    /// so the calls its timeouts answer are all late, and read only from the
+    /// window before (where slower ones may have been admitted under other
+    /// limits), a lone limit that believed in a neighbour after a ceiling
+    /// stepped down from 30 to 10 behind a 3 s timeout kept giving and
+    /// climbing back at 3 × the ceiling for a minute. Slower still than the
+    /// windows kept reach: unknown. Late failures of another kind where the
+    /// backend drops (answered at once, with the timeouts not yet back) may
+    /// have been admitted windows earlier, under other limits, and held their
+    /// permits through the windows between while the backend had room: not
+    /// known either. (Read as admitted in the window before, a 3 s timeout's
+    /// drain after a cut from 60 to 40 cut again to 20, and on to 40 % of the
+    /// capacity.)
+    fn late_admitted_under(
+        &self,
+        limit: usize,
+        w: &WindowSummary,
+        timed_out: bool,
+    ) -> Option<usize> {
+        if self.recent.is_empty() {
+            return None;
+        }
+        if self.late_from_last_window() {
+            return Some(self.recent.last_limit());
+        }
+        if !timed_out {
+            return None;
+        }
+        let (first, last) = (
+            BLAME_EARLY * self.drop_wait,
+            w.duration_nanos as f64 + self.drop_wait / BLAME_EARLY,
+        );
+        self.recent.highest(limit, w.duration_nanos, first, last)
+    }
+
+    /// Whether failures come back within a window's length: at a backend
+    /// that does not drop, or whose timeout is no longer than the window
+    /// before this one.
     fn late_from_last_window(&self) -> bool {
         !self.drops() || self.drop_wait <= self.recent.last_nanos() as f64
     }
 
     /// The calls admitted before this window at `limit` that failed in it,
-    /// where they were admitted at `limit` or below it in the window before:
-    /// the same evidence as the window's own failures. (Left out, a window
-    /// that closed on its first fresh failure counted one failure of the
-    /// samples every call admitted before it gave, and at a soft ceiling a
-    /// third of whose calls failed it read 1 of 45: noise.)
-    fn late_at_most(&self, limit: usize, w: &WindowSummary) -> u64 {
-        if self.recent.is_empty()
-            || self.recent.last_limit() > limit
-            || !self.late_from_last_window()
-        {
-            return 0;
+    /// where they were admitted at `limit` or below it (see
+    /// [`Ceiling::late_admitted_under`]): the same evidence as the window's
+    /// own failures. (Left out, a window that closed on its first fresh
+    /// failure counted one failure of the samples every call admitted
+    /// before it gave, and at a soft ceiling a third of whose calls failed
+    /// it read 1 of 45: noise.)
+    fn late_at_most(&self, limit: usize, w: &WindowSummary, timed_out: bool) -> u64 {
+        match self.late_admitted_under(limit, w, timed_out) {
+            Some(admitted) if admitted <= limit => w.stale_failures,
+            _ => 0,
         }
-        w.stale_failures
     }
 
     /// After a window of the floor probe at half the limit (`limit`; `ok`
@@ -1525,7 +1576,8 @@ impl Ceiling {
 
     /// After a clean, busy window whose served concurrency was measured: the
     /// limit when that window tried the ceiling or explored above it and the
-    /// backend served no more than half a permit beyond the level below.
+    /// backend served no more than half a permit beyond the level below (an
+    /// exploration's step: no more than its limit less half the step).
     /// Room is what the backend serves, not what the limiter lets in: a
     /// backend that drops what it cannot take answers nothing until the
     /// client's timeout, so its windows come back clean and busy (the
@@ -1548,13 +1600,21 @@ impl Ceiling {
         // arrivals: measured against the level itself, no try found room,
         // and after a step from 20 to 60 the limit crept up one permit per
         // 5 s, 0.46 of the capacity).
+        // An exploration's step finds room only where it served more than
+        // half of itself, too: behind a long timeout, a step whose window
+        // served a few permits more than the level below (a ceiling between
+        // the two) but far short of its own limit (its other permits held
+        // dropped calls) counted as room, and the next step, twice as big,
+        // dropped every call it added (26 → 42 serving 29 of a ceiling of
+        // 30 went on to 74 behind a 10 s timeout, and the 44 dropped calls
+        // held their permits, serving nothing, for 8 s).
         let below = match self.phase {
             Phase::Known { ceiling } if limit >= ceiling => (limit - 1) as f64 - self.short_before,
-            Phase::Explore { step } => limit.saturating_sub(step / 2) as f64,
+            Phase::Explore { step } => limit as f64 - (step / 2) as f64 / 2.0,
             _ => return None,
         };
         let served = self.served.filter(|&n| n < below + 0.5)?;
-        if let Phase::Explore { .. } = self.phase {
+        let next = if let Phase::Explore { .. } = self.phase {
             // Exploring: the ceiling is what was served.
             let next = self
                 .served_ceiling()
@@ -1562,20 +1622,27 @@ impl Ceiling {
                 .min(limit.saturating_sub(1))
                 .max(1);
             self.remember(next + 1);
-            return Some(next);
-        }
-        // A try: back to rest, as after a failed probe, once its dropped
-        // call is back; the ceiling stands.
+            next
+        } else {
+            // A try: back to rest, as after a failed probe; the ceiling
+            // stands.
+            limit.saturating_sub(1).max(1)
+        };
+        // Once the calls it dropped are back.
         self.awaiting = limit;
+        self.await_to = next;
+        self.awaited_nanos = self.in_force_nanos;
+        self.await_sent_again = false;
         self.await_dropped(limit)
     }
 
-    /// Where the backend drops, the limit after a window at a try that
-    /// served no more than the level below ([`Ceiling::no_room`]): held
-    /// until the call the backend dropped comes back at the timeout (its
-    /// failure, fresh at this limit, cuts it before its permit is free), for
-    /// at most [`TRY_AWAIT_TIMEOUTS`] timeouts; then back to rest. `None`
-    /// where no try awaits at `limit`. Where nothing was dropped (a window
+    /// Where the backend drops, the limit after a window at a try or an
+    /// exploration's step that found no room ([`Ceiling::no_room`]): held
+    /// until the calls the backend dropped come back at the timeout (the
+    /// first failure, fresh at this limit, cuts it before its permit is
+    /// free), for at most [`TRY_AWAIT_TIMEOUTS`] timeouts; then back to rest
+    /// (a try) or to what the step served (an exploration). `None` where no
+    /// limit awaits at `limit`. Where nothing was dropped (a window
     /// that measured the try short by its latency's spread, or an open
     /// demand's gap), nothing comes back, and the hold lasts the 1.5
     /// timeouts, whatever the windows meanwhile measure.
@@ -1589,25 +1656,33 @@ impl Ceiling {
     /// client sharing the backend lost it for good, and a share of one
     /// whose one call was then dropped at every timeout served nothing for
     /// seconds on end (six clients on 36 behind a 3 s timeout: the smallest
-    /// at 0.06 of the fair share).
+    /// at 0.06 of the fair share). Cut at once to what it served, a step
+    /// past the ceiling left the calls it dropped holding more permits than
+    /// the cut left: the backend served what was free of them until they
+    /// timed out (a step from 53 to 79 to 127 on a ceiling that rose from 50
+    /// to 100 behind a 5 s timeout: next to nothing for 4 s).
     fn await_dropped(&mut self, limit: usize) -> Option<usize> {
         if self.awaiting != limit {
             return None;
         }
-        if (self.in_force_nanos as f64) < TRY_AWAIT_TIMEOUTS * self.drop_wait {
+        if (self.awaited_nanos as f64) < TRY_AWAIT_TIMEOUTS * self.drop_wait {
             return Some(limit);
         }
         Some(self.try_over(limit))
     }
 
-    /// A held try ([`Ceiling::await_dropped`]) ends: back to rest, one below
-    /// `limit`, below the same ceiling; the run of tries that found room is
-    /// over.
+    /// A held limit ([`Ceiling::await_dropped`]) ends: a try's back to rest,
+    /// one below `limit`, below the same ceiling; an exploration's to what
+    /// its step served. The run of tries that found room is over.
     fn try_over(&mut self, limit: usize) -> usize {
         self.awaiting = 0;
         self.found = 0;
         self.room = false;
-        limit.saturating_sub(1).max(1)
+        let below = limit.saturating_sub(1).max(1);
+        match std::mem::take(&mut self.await_to) {
+            0 => below,
+            to => to.min(below),
+        }
     }
 
     /// The limit after a clean, busy window; `quiet`: nothing failed late in
@@ -1848,6 +1923,9 @@ impl Ceiling {
             })
             .flatten();
         self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
+        if self.awaiting == limit {
+            self.awaited_nanos = self.awaited_nanos.saturating_add(w.duration_nanos);
+        }
         self.since_drop = self.since_drop.saturating_add(1);
         let below = self.below_lowest_rest(limit);
         self.note_rest(limit, w.failures, w.samples);
@@ -1881,12 +1959,14 @@ impl Ceiling {
         let inconclusive =
             above_rest && !soft && !timed_out && w.failures > 0 && w.stale_failures == 0;
         let mut excused = false;
-        let fell = (!soft).then(|| self.fell_below(limit, w)).flatten();
+        let fell = (!soft)
+            .then(|| self.fell_below(limit, w, timed_out))
+            .flatten();
         let overload = if soft {
             let at_rest = (self.rest_level == limit).then_some(&self.at_rest);
             w.failures > 0 && self.soft.exceeded(w.failures, w.samples, at_rest)
         } else {
-            let counted = w.failures + self.late_at_most(limit, w);
+            let counted = w.failures + self.late_at_most(limit, w, timed_out);
             let lossy = self.lossy_run(counted, w.samples);
             let alone = self.significant(counted, w.samples);
             let lone = alone && counted == 1;
@@ -1918,6 +1998,14 @@ impl Ceiling {
                 self.overloads += 1;
             }
             if timed_out && fell.is_none() && self.awaiting == limit {
+                if self.await_sent_again
+                    && (self.awaited_nanos as f64) < BLAME_EARLY * self.drop_wait
+                {
+                    // Held for the calls sent again as late timeouts came
+                    // back: this one was sent before them, and answers the
+                    // same overload.
+                    return limit;
+                }
                 // A call timed out at a try held for its dropped call: read
                 // as that call, and to rest below the same ceiling, as the
                 // try's window said; a ceiling that fell under the try is
@@ -1957,6 +2045,24 @@ impl Ceiling {
                 // began under it held a lone limit at 81 of 200 for 40 s,
                 // giving permits away every other window.
                 self.since_neighbour = u32::MAX;
+            }
+            if fell.is_some() && !self.late_from_last_window() && next < limit {
+                // Late timeouts came back in this window, and the limit in
+                // force sent as many calls again, which the backend dropped
+                // too: cut now, below the permits they hold, the backend
+                // would serve what they left free until they time out. Hold
+                // the limit until the first of them is back (fresh at this
+                // limit, it cuts before its permit is free).
+                let to = if self.awaiting == limit {
+                    next.min(self.await_to)
+                } else {
+                    next
+                };
+                self.awaiting = limit;
+                self.await_to = to;
+                self.awaited_nanos = w.duration_nanos;
+                self.await_sent_again = true;
+                return limit;
             }
             return next;
         }
@@ -2280,6 +2386,25 @@ impl Recent {
         } else {
             self.windows[self.head].1
         }
+    }
+
+    /// The highest limit in force from `first` to `last` nanoseconds before
+    /// the end of this window, of `limit`, lasting `nanos`; `None` where the
+    /// windows kept do not reach back to `last`.
+    fn highest(&self, limit: usize, nanos: u64, first: f64, last: f64) -> Option<usize> {
+        let mut end = nanos as f64;
+        let mut highest = if first < end { limit } else { 0 };
+        for k in 0..self.len {
+            if end > last {
+                return Some(highest);
+            }
+            let (l, n) = self.windows[(self.head + k) % RECENT];
+            end += n as f64;
+            if end > first {
+                highest = highest.max(l);
+            }
+        }
+        (end > last).then_some(highest)
     }
 
     /// The limit in force `back` nanoseconds before the end of this window,
@@ -2964,6 +3089,126 @@ mod tests {
     }
 
     #[test]
+    fn ceiling_reads_late_timeouts_by_the_limits_they_were_admitted_under() {
+        // Resting at 40 below a ceiling of 41 at a backend that drops behind
+        // a 3 s timeout, where the limit gave room away in the last windows
+        // (each a decrease, so every timeout comes back late). A window at 40
+        // serves 20 (363 of 55 ms) and fails 20 calls admitted before it,
+        // each back at the 3 s timeout.
+        let timing_out = || {
+            let mut w = draining(363, 20, 40);
+            w.mean_rtt_nanos = (363.0 * 55.0 + 20.0 * 3000.0) / 383.0 * MS;
+            w
+        };
+        // `limits` the windows kept, the oldest first, a second each.
+        let after = |limits: &[usize]| {
+            let mut recent = Recent::default();
+            for &limit in limits {
+                recent.push(limit, 1_000_000_000);
+            }
+            Ceiling {
+                since_drop: 0,
+                drop_wait: 3000.0 * MS,
+                recent,
+                ..resting(41, 0.0)
+            }
+        };
+        // Admitted 3–4 s ago at 40 (the gift of the window before does not
+        // matter: they were not admitted then): the ceiling is 20 at most.
+        // The limit in force sent as many calls again as they came back,
+        // and those hold their permits until they time out: held at 40
+        // until the first of them is back (see the next test), then 20.
+        let mut law = after(&[40, 40, 40, 37]);
+        assert_eq!(law.next_limit(40, &timing_out()), 40);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        assert_eq!((law.awaiting, law.await_to), (40, 20));
+        let back = || {
+            let mut w = win(363, 1, 40, 55.0, 1000);
+            w.mean_rtt_nanos = (363.0 * 55.0 + 3000.0) / 364.0 * MS;
+            w
+        };
+        assert_eq!(law.next_limit(40, &full(40)), 40);
+        assert_eq!(law.next_limit(40, &full(40)), 40);
+        assert_eq!(law.next_limit(40, &back()), 20);
+        // Admitted at 60, before a cut to 40: the overload already answered
+        // explains 21 of them.
+        assert_eq!(after(&[60, 60, 40, 40]).next_limit(40, &timing_out()), 40);
+        // So does a window at 60 anywhere in the span they were admitted in
+        // (3 to 4.06 s back).
+        assert_eq!(after(&[60, 40, 40, 40]).next_limit(40, &timing_out()), 40);
+        // Admitted further back than the windows kept reach: no bound.
+        assert_eq!(after(&[40, 40]).next_limit(40, &timing_out()), 40);
+        // Late failures answered at once where the timeouts outlast the
+        // window before: admitted windows ago, under limits unknown.
+        assert_eq!(
+            after(&[40, 40, 40, 40]).next_limit(40, &draining(363, 20, 40)),
+            40
+        );
+    }
+
+    #[test]
+    fn ceiling_holds_a_limit_whose_late_timeouts_were_sent_again_until_they_are_back() {
+        // As above: at 40, 20 calls admitted at 40 came back at their 3 s
+        // timeout, late, and the limit sent 20 again, which the backend
+        // dropped (its ceiling is 20).
+        let mut recent = Recent::default();
+        for _ in 0..4 {
+            recent.push(40, 1_000_000_000);
+        }
+        let held = || {
+            let mut law = Ceiling {
+                since_drop: 0,
+                drop_wait: 3000.0 * MS,
+                recent,
+                ..resting(41, 0.0)
+            };
+            let mut w = draining(363, 20, 40);
+            w.mean_rtt_nanos = (363.0 * 55.0 + 20.0 * 3000.0) / 383.0 * MS;
+            assert_eq!(law.next_limit(40, &w), 40);
+            law
+        };
+        // One of 20 sent in the held window, back at its timeout, fresh.
+        let back = || {
+            let mut w = win(363, 1, 40, 55.0, 1000);
+            w.mean_rtt_nanos = (363.0 * 55.0 + 3000.0) / 364.0 * MS;
+            w
+        };
+        // A timeout 2 s into the hold was sent before those it awaits: it
+        // answers the same overload, and the hold goes on. The first back
+        // 3 s in ends it: 20, and the memory of the ceiling at 21.
+        let mut law = held();
+        assert_eq!(law.next_limit(40, &back()), 40);
+        assert_eq!(law.next_limit(40, &back()), 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
+        assert_eq!(law.awaiting, 0);
+        // Clean windows hold it for 1.5 timeouts at most.
+        let mut law = held();
+        for _ in 0..3 {
+            assert_eq!(law.next_limit(40, &full(40)), 40);
+        }
+        assert_eq!(law.next_limit(40, &full(40)), 20);
+        // More late timeouts while it holds lower where it goes: 25 came
+        // back the next window, admitted at 40 (15 of them beyond the 20
+        // before were sent at 40 a timeout ago): at most 15.
+        let mut law = held();
+        let mut more = draining(363, 25, 40);
+        more.mean_rtt_nanos = (363.0 * 55.0 + 25.0 * 3000.0) / 388.0 * MS;
+        assert_eq!(law.next_limit(40, &more), 40);
+        assert_eq!(law.await_to, 15);
+        // Three more say less (at most 37): it still goes to 20.
+        let mut law = held();
+        let mut few = draining(722, 3, 40);
+        few.mean_rtt_nanos = (722.0 * 55.0 + 3.0 * 3000.0) / 725.0 * MS;
+        assert_eq!(law.next_limit(40, &few), 40);
+        assert_eq!(law.await_to, 20);
+        // A limit that moves ends the hold: a try's, too (see
+        // `note_in_force`).
+        let mut law = held();
+        law.next_limit(30, &full(30));
+        assert_eq!(law.awaiting, 0);
+    }
+
+    #[test]
     fn ceiling_counts_the_late_failures_of_calls_admitted_at_or_below_its_limit() {
         // Resting at 40 under 2 % of background failures. A window that
         // closed on its first fresh failure after 45 calls came back, 13
@@ -2989,24 +3234,45 @@ mod tests {
         // A backend that drops (1 s timeout) under an open demand, whose
         // gaps between arrivals leave 6 % of any limit free: 31 served 29.0
         // (264 of 110 ms in 1 s); the next step, 55, served 36.4 (331) with
-        // nothing failed yet, and 103 failed.
+        // nothing failed yet: more than 31, but short of 55 by more than
+        // half the step (see `Ceiling::no_room`).
         let exploring = || Ceiling {
             phase: Phase::Explore { step: 24 },
             since_drop: 0,
             drop_wait: 1000.0 * MS,
             ..Ceiling::default()
         };
+        // The step's limit holds until the calls it dropped are back (see
+        // `Ceiling::await_dropped`): the first back at its 1 s timeout,
+        // fresh at 55, lands it.
+        let back = || {
+            let mut w = win(300, 1, 55, 110.0, 1000);
+            w.mean_rtt_nanos = (300.0 * 110.0 + 1000.0) / 301.0 * MS;
+            w
+        };
         let mut law = exploring();
         assert_eq!(law.next_limit(31, &win(264, 0, 31, 110.0, 1000)), 55);
-        assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 103);
+        assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 55);
+        assert_eq!(law.phase, Phase::Known { ceiling: 40 });
         // 36.4 / (29.0 / 31) = 38.9: the ceiling is 39, not 36.
-        assert_eq!(law.next_limit(103, &win(25, 1, 71, 109.0, 79)), 39);
+        assert_eq!(law.next_limit(55, &back()), 39);
         assert_eq!(law.phase, Phase::Known { ceiling: 40 });
         // A closed demand fills its limit: 31 served 31, and 36.4 is 36.
         let mut law = exploring();
         assert_eq!(law.next_limit(31, &win(282, 0, 31, 110.0, 1000)), 55);
-        assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 103);
-        assert_eq!(law.next_limit(103, &win(25, 1, 71, 109.0, 79)), 36);
+        assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 55);
+        assert_eq!(law.next_limit(55, &back()), 36);
+        // Nothing back within 1.5 timeouts: there, too.
+        let mut law = exploring();
+        assert_eq!(law.next_limit(31, &win(282, 0, 31, 110.0, 1000)), 55);
+        assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 55);
+        assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 36);
+        // Landed by the failure that came back from a step that served
+        // more (50.5 of 55, 459 calls): the same share.
+        let mut law = exploring();
+        assert_eq!(law.next_limit(31, &win(264, 0, 31, 110.0, 1000)), 55);
+        assert_eq!(law.next_limit(55, &win(459, 0, 55, 110.0, 1000)), 103);
+        assert_eq!(law.next_limit(103, &win(25, 1, 71, 109.0, 79)), 54);
     }
 
     #[test]
@@ -3826,6 +4092,12 @@ mod tests {
         // holds back when it jumps 8, but more than the 27 before: room.
         let mut law = exploring();
         assert_eq!(law.next_limit(35, &win(660, 0, 35, 50.0, 1000)), 51);
+        // Served 30 of 35: more than the 27 before, but short of the limit
+        // by more than half the step (the five permits over 30 held calls
+        // the backend dropped): the ceiling is 30.
+        let mut law = exploring();
+        assert_eq!(law.next_limit(35, &win(600, 0, 35, 50.0, 1000)), 30);
+        assert_eq!(law.phase, Phase::Known { ceiling: 31 });
         // Below the ceiling (climbing back, at rest) it changes nothing.
         let mut law = known();
         assert_eq!(law.next_limit(15, &win(200, 0, 15, 50.0, 1000)), 18);
