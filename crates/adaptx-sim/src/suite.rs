@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 39] = [
+pub const BUILTIN: [(&str, &str); 40] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -170,6 +170,10 @@ pub const BUILTIN: [(&str, &str); 39] = [
     (
         "39-drop-long-timeout.toml",
         include_str!("../scenarios/39-drop-long-timeout.toml"),
+    ),
+    (
+        "40-drop-step-down-long-timeout.toml",
+        include_str!("../scenarios/40-drop-step-down-long-timeout.toml"),
     ),
 ];
 

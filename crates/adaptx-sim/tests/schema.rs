@@ -63,7 +63,8 @@ fn the_shipped_scenarios_load() {
             "36-step-up-tenfold",
             "37-heavy-tail",
             "38-soft-noise",
-            "39-drop-long-timeout"
+            "39-drop-long-timeout",
+            "40-drop-step-down-long-timeout"
         ]
     );
     assert!(

@@ -238,26 +238,26 @@ const STALE_FELL_MIN: u64 = 2;
 /// on a jittery 1 s backend: its latency cuts cost 1.5 % of the goodput.)
 const FLOOR_POOL_OK: u64 = 60;
 
+/// Permits the backend never takes are given up (see [`Ceiling::unfilled`])
+/// only where their timeouts are at least this share of the calls: given up,
+/// their dropped calls hold them until the timeout with the limit below
+/// them, and the backend serves that many fewer meanwhile; kept, each fails
+/// one call a timeout, and fails no call the backend would have served.
+/// (Given up at any rate, a limit resting two permits over a ceiling of 10
+/// behind a 10 s timeout, which failed 0.1 % of its calls, cut and served
+/// 0.8 of the capacity for 10 s: 0.999 → 0.960 of it, median of seeds
+/// 10–49, after a ceiling that stepped down from 20.) Half the overload the
+/// sharp-ceiling goal allows.
+const UNFILLED_OVERLOAD: f64 = 0.0025;
+
+/// A limit shedding permits the backend never takes stops this many
+/// timeouts after the last it shed (see [`Ceiling::shedding`]).
+const SHED_TIMEOUTS: f64 = 2.0;
+
 /// Failures that waited this many times the mean success on average were
 /// dropped and timed out (a rejection is faster than a success; an error
 /// past a soft ceiling takes the service time).
 const DROPPED_WAIT: f64 = 4.0;
-
-/// Where the backend drops, a permit of the limit the backend does not take
-/// fails one call per timeout whatever the load: each call it admits is
-/// dropped, comes back at the timeout and goes out again into a full backend
-/// (a neighbour's calls, sent as their own come back, keep their places).
-/// Those failures read as background noise — a limit resting two or three
-/// permits over a ceiling of 30 behind a 2 s timeout taught itself a rate
-/// of 0.5 % and failed 0.5–0.6 % of the calls at the median of four sets of
-/// ten seeds; clients sharing a backend that drops each held such permits,
-/// and their shares drifted apart as they won the room freed now and then.
-/// This many measured windows in a row at the resting level whose timeouts
-/// were its unfilled permits (see [`Ceiling::unfilled`]) rest the limit at
-/// what was served. (Believed after one window, a heavy-tailed backend's
-/// noisy measures of what was served cut it now and then for nothing: the
-/// worst of ten seeds of scenario 37 failed 1.2 % of its calls, not 0.5 %.)
-const UNFILLED_WINDOWS: u32 = 2;
 
 /// What a window without a significant failure is judged by.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -457,7 +457,12 @@ enum Phase {
 /// that came back at a timeout answer the limit in force a timeout before
 /// the window closed on them (the law keeps its last 16 windows): where that
 /// was below the present limit (tries climbed since), the ceiling is below
-/// it, and the limit rests under it. A window that used less than
+/// it, and the limit rests under it. A limit resting over the ceiling of a
+/// backend that drops, whose permits the backend never takes each fail a
+/// call per timeout (failures that read as background noise), sheds them
+/// one at each fresh timeout, at the instant it comes back, down to what
+/// it served — where, over a timeout, they are 0.25 % of its calls or more.
+/// A window that used less than
 /// `utilization` of the limit never grows it, and one that used less than
 /// half of it never cuts on latency.
 ///
@@ -617,9 +622,14 @@ pub struct Ceiling {
     recent: Recent,
     /// Slow start's successes at that limit.
     slow_start_pool: LatencyPool,
-    /// Measured windows in a row at the resting level whose timeouts were
-    /// its unfilled permits (see [`UNFILLED_WINDOWS`]).
-    unfilled: u32,
+    /// The windows at the resting level and its probes since the last
+    /// timeout's worth of them (see [`Ceiling::unfilled`]).
+    unfilled: Unfilled,
+    /// The level a limit sheds permits toward, one per fresh timeout (0:
+    /// none; see [`Ceiling::shedding`]), and nanoseconds since the last.
+    shed_to: usize,
+    shed_step: usize,
+    shed_nanos: u64,
     /// The levels accepted past a soft ceiling's onset.
     soft: SoftRest,
 }
@@ -699,7 +709,10 @@ impl Ceiling {
             recent: Recent::default(),
             slow_start_pool: LatencyPool::default(),
             soft: SoftRest::default(),
-            unfilled: 0,
+            unfilled: Unfilled::default(),
+            shed_to: 0,
+            shed_step: 1,
+            shed_nanos: 0,
         };
         law.rest = law.draw_rest();
         law
@@ -1404,16 +1417,36 @@ impl Ceiling {
         dropped
     }
 
-    /// Where the backend drops, whether this window at the resting level
-    /// `limit` failed only by permits of the limit the backend never took
-    /// (see [`UNFILLED_WINDOWS`]): its fresh failures all timed out
-    /// (`timed_out`, none late), it `measured` what was served, that fell a
-    /// permit or more short of the limit, and by about the permits its
-    /// timeouts held (`failures × timeout / window`, from half of that to
-    /// half as much again and half a permit). The first such window holds the
-    /// limit and teaches no background rate; the second rests it at what was
-    /// served. A measured window at the limit that is not such a window
-    /// starts the count again.
+    /// Where the backend drops, a permit of the limit the backend does not
+    /// take fails one call per timeout whatever the load: each call it admits
+    /// is dropped, comes back at the timeout and goes out again into a full
+    /// backend (a neighbour's calls, sent as their own come back, keep their
+    /// places). Those failures read as background noise — a limit resting two
+    /// or three permits over a ceiling of 30 behind a 2 s timeout taught
+    /// itself a rate of 0.5 % and failed 0.5–0.6 % of the calls; clients
+    /// sharing a backend that drops each held such permits, and their shares
+    /// drifted apart as they won the room freed now and then.
+    ///
+    /// So: whether the windows at the resting level and
+    /// its probes over the last timeout failed only by permits of the limit
+    /// the backend never took: what they served (measured, on average) fell a
+    /// permit or more short of their limits, and by about the permits their
+    /// timeouts held (`timeouts × timeout / their length`, from half of that
+    /// to half as much again and half a permit), and their timeouts were
+    /// [`UNFILLED_OVERLOAD`] of the calls or more. If so, the ceiling is
+    /// remembered one above what was served and the limit, held this
+    /// window, sheds toward it ([`Ceiling::shedding`]). A window at another
+    /// level, or a new ceiling remembered, starts the count again; so does
+    /// each timeout's worth of windows counted (windows judged overload are
+    /// not counted).
+    ///
+    /// Counted window by window (a window whose fresh failures all timed out,
+    /// none late, twice in a row), it never held where a limit resting over
+    /// the ceiling probed one above it every few windows: each such decrease
+    /// made the timeouts after it late, and a window without a timeout (one
+    /// permit's call times out once a timeout) broke the run. A lone limit on
+    /// a ceiling that fell from 20 to 8 behind a 5 s timeout rested at 13–14
+    /// for a minute, 0.9 % of its calls timing out.
     fn unfilled(
         &mut self,
         limit: usize,
@@ -1421,31 +1454,100 @@ impl Ceiling {
         timed_out: bool,
         measured: bool,
     ) -> Option<usize> {
-        if !(self.drops() && self.resting(limit) && measured && self.served_at == limit) {
-            return None;
-        }
-        // What was served a permit or more short of the limit, rounded.
-        let held = w.failures as f64 * self.drop_wait / w.duration_nanos.max(1) as f64;
-        let served = self
-            .served
-            .filter(|_| timed_out && w.failures > 0 && w.stale_failures == 0)
-            .filter(|&n| {
-                let short = limit as f64 - n;
-                short >= 1.0 && short >= 0.5 * held && short <= 1.5 * held + 0.5
-            })
-            .map(|n| n.round() as usize);
-        let Some(served) = served else {
-            self.unfilled = 0;
-            return None;
+        let ceiling = match self.phase {
+            Phase::Known { ceiling }
+                if self.drops() && limit + 1 >= ceiling && limit <= ceiling =>
+            {
+                ceiling
+            }
+            _ => {
+                self.unfilled = Unfilled::default();
+                return None;
+            }
         };
-        self.unfilled += 1;
-        if self.unfilled < UNFILLED_WINDOWS {
-            return Some(limit);
+        if self.unfilled.ceiling != ceiling {
+            self.unfilled = Unfilled {
+                ceiling,
+                ..Unfilled::default()
+            };
         }
-        self.unfilled = 0;
-        let next = served.max(1);
+        // Late timeouts count where they were sent at this level or its probe:
+        // sent at a level cut since, they held permits the backend took.
+        let late = self
+            .late_admitted_under(limit, w, timed_out)
+            .filter(|&under| under <= ceiling)
+            .map_or(0, |_| w.stale_failures);
+        let span = &mut self.unfilled;
+        span.nanos = span.nanos.saturating_add(w.duration_nanos);
+        span.samples += w.samples;
+        if timed_out {
+            span.timeouts += w.failures + late;
+            span.peak = span.peak.max(w.failures + late);
+        }
+        if let Some(n) = self.served.filter(|_| measured && self.served_at == limit) {
+            span.served += n;
+            span.short += limit as f64 - n;
+            span.measures += 1;
+        }
+        if (span.nanos as f64) < BLAME_EARLY * self.drop_wait || span.measures == 0 {
+            return None;
+        }
+        let span = std::mem::take(&mut self.unfilled);
+        let held = span.timeouts as f64 * self.drop_wait / span.nanos as f64;
+        let short = span.short / f64::from(span.measures);
+        let costly = span.timeouts as f64 >= UNFILLED_OVERLOAD * span.samples as f64;
+        if !(costly && short >= 1.0 && short >= 0.5 * held && short <= 1.5 * held + 0.5) {
+            return None;
+        }
+        let next = ((span.served / f64::from(span.measures)).round() as usize).max(1);
         self.remember(next + 1);
-        Some(next)
+        self.shed_to = next;
+        self.shed_step = usize::try_from(span.peak).unwrap_or(usize::MAX).max(1);
+        self.shed_nanos = 0;
+        Some(limit)
+    }
+
+    /// While the limit sheds permits the backend never takes (see
+    /// [`Ceiling::unfilled`]), the limit after a window: one permit less per
+    /// call that timed out fresh, at the moment it came back (the window
+    /// closes on it, and the limiter takes the permit before it is sent
+    /// again); otherwise held. `None` where it does not shed, or stops: at
+    /// its target, where a failure came back at once (overload that is not
+    /// this), or two timeouts after the last permit shed.
+    ///
+    /// Cut at once to what was served, the limit was below the calls those
+    /// permits had sent, which held them until their timeout: the backend
+    /// served that many fewer for up to a timeout (a ceiling that fell from
+    /// 20 to 8 behind a 5 s timeout: 0.996 → 0.989 of the capacity). One at
+    /// each fresh timeout, none is held: after a cut the others' timeouts
+    /// come back late (sent before it) and their permits send again, but
+    /// those calls, sent under the new limit, come back fresh a timeout
+    /// later.
+    fn shedding(&mut self, limit: usize, w: &WindowSummary, timed_out: bool) -> Option<usize> {
+        if self.shed_to == 0 {
+            return None;
+        }
+        if limit <= self.shed_to || !self.drops() || w.failures > 0 && !timed_out {
+            self.shed_to = 0;
+            return None;
+        }
+        self.shed_nanos = self.shed_nanos.saturating_add(w.duration_nanos);
+        if w.failures > 0 {
+            self.shed_nanos = 0;
+            let step = usize::try_from(w.failures)
+                .unwrap_or(usize::MAX)
+                .max(self.shed_step);
+            let next = limit.saturating_sub(step).max(self.shed_to);
+            if next == self.shed_to {
+                self.shed_to = 0;
+            }
+            return Some(next);
+        }
+        if self.shed_nanos as f64 > SHED_TIMEOUTS * self.drop_wait {
+            self.shed_to = 0;
+            return None;
+        }
+        Some(limit)
     }
 
     /// Whether a clean window, at a backend whose latency has risen with load
@@ -1916,6 +2018,9 @@ impl Ceiling {
         // Fresh failures that came back at a timeout were admitted a timeout
         // before the window closed on them: the limit then is the one they
         // answer (see `BLAME_EARLY`).
+        if let Some(next) = self.shedding(limit, w, timed_out) {
+            return next;
+        }
         let blamed = (timed_out && w.failures > 0 && w.stale_failures == 0)
             .then(|| {
                 let back = BLAME_EARLY * self.drop_wait;
@@ -2348,6 +2453,22 @@ const BLAME_EARLY: f64 = 0.98;
 /// came back later than the windows kept reach (a longer timeout, or
 /// windows made short by `sample_window_adaptive`) is blamed on no limit.
 const RECENT: usize = 16;
+
+/// The windows at a resting level and its probe (below `ceiling`) counted
+/// together by [`Ceiling::unfilled`]: their length in nanoseconds, the
+/// calls that timed out in them, and the sums of what the measured ones
+/// served and of how far that fell short of their limits.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Unfilled {
+    ceiling: usize,
+    nanos: u64,
+    timeouts: u64,
+    peak: u64,
+    samples: u64,
+    served: f64,
+    short: f64,
+    measures: u32,
+}
 
 /// The limits of the last windows and their lengths, the last first (a ring:
 /// no allocation).
@@ -4547,46 +4668,61 @@ mod tests {
         }
     }
 
+    /// A window of 1 s at a backend of `call_ms` calls: `ok` successes and
+    /// `timeouts` failures that waited 2 s.
+    fn timing_out_at(ok: u64, timeouts: u64, peak: usize, call_ms: f64) -> WindowSummary {
+        let waited = call_ms * ok as f64 + 2000.0 * timeouts as f64;
+        WindowSummary {
+            mean_rtt_nanos: waited / (ok + timeouts) as f64 * MS,
+            ..win(ok, timeouts, peak, call_ms, 1000)
+        }
+    }
+
     #[test]
     fn ceiling_rests_at_what_was_served_when_its_timeouts_are_permits_the_backend_never_took() {
         // Resting at 32 (a ceiling of 33 remembered) behind a 2 s timeout,
         // with a background rate of 0.5 % learned: 150 calls of 200 ms in a
-        // second serve 30, two permits short, and one call timed out — two
-        // permits held for the window, as two permits the backend never
-        // takes hold them.
+        // second serve 30, two permits short, and one call a second timed
+        // out — over the timeout's two windows, two permits held, as two
+        // permits the backend never takes hold them.
         let at_rest = || Ceiling {
             since_drop: 0,
             drop_wait: 2e9,
             ..resting(33, 0.005)
         };
         let mut law = at_rest();
-        // The first such window holds the limit and teaches no background
-        // rate; the second rests it at what was served.
         assert_eq!(law.next_limit(32, &timing_out(150, 1, 32)), 32);
-        assert_eq!(law.noise, 0.005);
-        assert_eq!(law.next_limit(32, &timing_out(150, 1, 32)), 30);
+        // A timeout's worth of windows: it sheds toward the 30 served, one
+        // permit at each call that times out fresh (see the next test).
+        assert_eq!(law.next_limit(32, &timing_out(150, 1, 32)), 32);
         assert_eq!(law.phase, Phase::Known { ceiling: 31 });
+        assert_eq!(law.shed_to, 30);
+        assert_eq!(law.next_limit(32, &timing_out(150, 1, 32)), 31);
+        assert_eq!(law.next_limit(31, &timing_out(150, 1, 31)), 30);
+        assert_eq!(law.shed_to, 0);
         // Failures that came back at once are not permits held.
         let mut fast = at_rest();
         for _ in 0..4 {
             let next = fast.next_limit(32, &win(150, 1, 32, 200.0, 1000));
             assert!(next >= 32, "{next}");
         }
-        // A window that served what its timeouts leave (31.5 of 32, half a
-        // permit short) counts none, and starts the count again.
+        assert_eq!(fast.shed_to, 0);
+        // Windows that served what their timeouts leave (31.4 of 32, 0.6 of
+        // a permit short) count none.
         let mut full_enough = at_rest();
-        assert_eq!(full_enough.next_limit(32, &timing_out(150, 1, 32)), 32);
-        let next = full_enough.next_limit(32, &timing_out(157, 1, 32));
-        assert!(next >= 32, "{next}");
-        let next = full_enough.next_limit(32, &timing_out(150, 1, 32));
-        assert_eq!(next, 32);
-        // Seven permits short (125 calls) with one timeout (two permits
-        // held) is not this either: something else left them unfilled.
+        for _ in 0..4 {
+            let next = full_enough.next_limit(32, &timing_out(157, 1, 32));
+            assert!(next >= 32, "{next}");
+        }
+        assert_eq!(full_enough.shed_to, 0);
+        // Seven permits short (125 calls) with two permits held is not this
+        // either: something else left them unfilled.
         let mut shorter = at_rest();
-        for _ in 0..3 {
+        for _ in 0..4 {
             let next = shorter.next_limit(32, &timing_out(125, 1, 32));
             assert!(next >= 32, "{next}");
         }
+        assert_eq!(shorter.shed_to, 0);
         // Where the backend has not dropped (no failure came back at a
         // timeout for DROPS_WINDOWS windows), nothing of this.
         let mut rejects = Ceiling {
@@ -4597,6 +4733,83 @@ mod tests {
             let next = rejects.next_limit(32, &timing_out(150, 1, 32));
             assert!(next >= 32, "{next}");
         }
+        assert_eq!(rejects.shed_to, 0);
+        // 50 ms calls: 580 a second serve 29 of 32. Four timeouts in the
+        // two windows (four permits held, 0.34 % of the calls): shed. One
+        // (one permit held over the two, 0.09 %), though three permits
+        // short: kept; it fails fewer calls than UNFILLED_OVERLOAD.
+        let mut costly = at_rest();
+        costly.next_limit(32, &timing_out_at(580, 2, 32, 50.0));
+        costly.next_limit(32, &timing_out_at(580, 2, 32, 50.0));
+        assert_eq!(costly.shed_to, 29);
+        let mut cheap = at_rest();
+        cheap.next_limit(32, &timing_out_at(600, 1, 32, 50.0));
+        cheap.next_limit(32, &timing_out_at(600, 0, 32, 50.0));
+        assert_eq!(cheap.shed_to, 0);
+        // Late timeouts count where they were sent at the resting level or
+        // its probe: sent at 40 before a cut to 32, they held permits the
+        // backend took (the cut's drain).
+        let late = || {
+            let mut w = timing_out(150, 0, 32);
+            w.samples += 1;
+            w.stale_failures = 1;
+            w.mean_rtt_nanos = (150.0 * 200.0 + 2000.0) / 151.0 * MS;
+            w
+        };
+        let after = |limit| {
+            let mut law = at_rest();
+            for _ in 0..4 {
+                law.recent.push(limit, 1_000_000_000);
+            }
+            law.next_limit(32, &late());
+            law.next_limit(32, &late());
+            law.shed_to
+        };
+        assert_eq!(after(40), 0);
+        assert_eq!(after(32), 30);
+    }
+
+    #[test]
+    fn ceiling_sheds_permits_the_backend_never_takes_one_at_each_fresh_timeout() {
+        // Shedding from 32 toward 30 behind a 2 s timeout (as above).
+        let shedding = |step| Ceiling {
+            since_drop: 0,
+            drop_wait: 2e9,
+            shed_to: 30,
+            shed_step: step,
+            ..resting(31, 0.005)
+        };
+        let mut law = shedding(1);
+        // Clean, or only late timeouts (sent before the last cut, their
+        // permits sent again): held.
+        assert_eq!(law.next_limit(32, &win(150, 0, 32, 200.0, 1000)), 32);
+        let mut late = timing_out(150, 0, 32);
+        late.samples += 1;
+        late.stale_failures = 1;
+        late.mean_rtt_nanos = (150.0 * 200.0 + 2000.0) / 151.0 * MS;
+        assert_eq!(law.next_limit(32, &late), 32);
+        // A fresh timeout: one permit, as it comes back.
+        assert_eq!(law.next_limit(32, &timing_out(150, 1, 32)), 31);
+        // Where they came back together (two in one window of the timeout
+        // counted), two at once: the other is back in the same instant.
+        let mut law = shedding(2);
+        assert_eq!(law.next_limit(32, &timing_out(150, 1, 32)), 30);
+        assert_eq!(law.shed_to, 0);
+        // A failure answered at once is overload of another kind: no more
+        // shedding (even toward a lower level), and the law judges it.
+        let mut law = Ceiling {
+            shed_to: 20,
+            ..shedding(1)
+        };
+        law.next_limit(32, &win(150, 3, 32, 200.0, 1000));
+        assert_eq!(law.shed_to, 0);
+        // Nothing shed for two timeouts: it stops, and the limit rests.
+        let mut law = shedding(1);
+        for _ in 0..4 {
+            assert_eq!(law.next_limit(32, &win(150, 0, 32, 200.0, 1000)), 32);
+        }
+        law.next_limit(32, &win(150, 0, 32, 200.0, 1000));
+        assert_eq!(law.shed_to, 0);
     }
 
     #[test]
