@@ -238,18 +238,6 @@ const STALE_FELL_MIN: u64 = 2;
 /// on a jittery 1 s backend: its latency cuts cost 1.5 % of the goodput.)
 const FLOOR_POOL_OK: u64 = 60;
 
-/// Permits the backend never takes are given up (see [`Ceiling::unfilled`])
-/// only where their timeouts are at least this share of the calls: given up,
-/// their dropped calls hold them until the timeout with the limit below
-/// them, and the backend serves that many fewer meanwhile; kept, each fails
-/// one call a timeout, and fails no call the backend would have served.
-/// (Given up at any rate, a limit resting two permits over a ceiling of 10
-/// behind a 10 s timeout, which failed 0.1 % of its calls, cut and served
-/// 0.8 of the capacity for 10 s: 0.999 → 0.960 of it, median of seeds
-/// 10–49, after a ceiling that stepped down from 20.) Half the overload the
-/// sharp-ceiling goal allows.
-const UNFILLED_OVERLOAD: f64 = 0.0025;
-
 /// A limit shedding permits the backend never takes stops this many
 /// timeouts after the last it shed (see [`Ceiling::shedding`]).
 const SHED_TIMEOUTS: f64 = 2.0;
@@ -461,8 +449,7 @@ enum Phase {
 /// backend that drops, whose permits the backend never takes each fail a
 /// call per timeout (failures that read as background noise), sheds them
 /// one at each fresh timeout, at the instant it comes back, down to what
-/// it served — where, over a timeout, they are 0.25 % of its calls or more.
-/// A window that used less than
+/// it served. A window that used less than
 /// `utilization` of the limit never grows it, and one that used less than
 /// half of it never cuts on latency.
 ///
@@ -1432,8 +1419,7 @@ impl Ceiling {
     /// the backend never took: what they served (measured, on average) fell a
     /// permit or more short of their limits, and by about the permits their
     /// timeouts held (`timeouts × timeout / their length`, from half of that
-    /// to half as much again and half a permit), and their timeouts were
-    /// [`UNFILLED_OVERLOAD`] of the calls or more. If so, the ceiling is
+    /// to half as much again and half a permit). If so, the ceiling is
     /// remembered one above what was served and the limit, held this
     /// window, sheds toward it ([`Ceiling::shedding`]). A window at another
     /// level, or a new ceiling remembered, starts the count again; so does
@@ -1479,7 +1465,6 @@ impl Ceiling {
             .map_or(0, |_| w.stale_failures);
         let span = &mut self.unfilled;
         span.nanos = span.nanos.saturating_add(w.duration_nanos);
-        span.samples += w.samples;
         if timed_out {
             span.timeouts += w.failures + late;
             span.peak = span.peak.max(w.failures + late);
@@ -1495,8 +1480,7 @@ impl Ceiling {
         let span = std::mem::take(&mut self.unfilled);
         let held = span.timeouts as f64 * self.drop_wait / span.nanos as f64;
         let short = span.short / f64::from(span.measures);
-        let costly = span.timeouts as f64 >= UNFILLED_OVERLOAD * span.samples as f64;
-        if !(costly && short >= 1.0 && short >= 0.5 * held && short <= 1.5 * held + 0.5) {
+        if !(short >= 1.0 && short >= 0.5 * held && short <= 1.5 * held + 0.5) {
             return None;
         }
         let next = ((span.served / f64::from(span.measures)).round() as usize).max(1);
@@ -2163,6 +2147,8 @@ impl Ceiling {
                 } else {
                     next
                 };
+                // The lower of the two ceilings they showed is remembered.
+                self.remember(to + 1);
                 self.awaiting = limit;
                 self.await_to = to;
                 self.awaited_nanos = w.duration_nanos;
@@ -2464,7 +2450,6 @@ struct Unfilled {
     nanos: u64,
     timeouts: u64,
     peak: u64,
-    samples: u64,
     served: f64,
     short: f64,
     measures: u32,
@@ -3322,6 +3307,7 @@ mod tests {
         few.mean_rtt_nanos = (722.0 * 55.0 + 3.0 * 3000.0) / 725.0 * MS;
         assert_eq!(law.next_limit(40, &few), 40);
         assert_eq!(law.await_to, 20);
+        assert_eq!(law.phase, Phase::Known { ceiling: 21 });
         // A limit that moves ends the hold: a try's, too (see
         // `note_in_force`).
         let mut law = held();
@@ -4734,18 +4720,22 @@ mod tests {
             assert!(next >= 32, "{next}");
         }
         assert_eq!(rejects.shed_to, 0);
-        // 50 ms calls: 580 a second serve 29 of 32. Four timeouts in the
-        // two windows (four permits held, 0.34 % of the calls): shed. One
-        // (one permit held over the two, 0.09 %), though three permits
-        // short: kept; it fails fewer calls than UNFILLED_OVERLOAD.
-        let mut costly = at_rest();
-        costly.next_limit(32, &timing_out_at(580, 2, 32, 50.0));
-        costly.next_limit(32, &timing_out_at(580, 2, 32, 50.0));
-        assert_eq!(costly.shed_to, 29);
-        let mut cheap = at_rest();
-        cheap.next_limit(32, &timing_out_at(600, 1, 32, 50.0));
-        cheap.next_limit(32, &timing_out_at(600, 0, 32, 50.0));
-        assert_eq!(cheap.shed_to, 0);
+        // 50 ms calls: 580 a second serve 29 of 32, and four timeouts in
+        // the two windows held three or four permits: shed toward 29. One
+        // timeout in the two (one permit held over them, 0.09 % of the
+        // calls), with 600 a second serving 30: shed too, toward 30; kept,
+        // it fails a call a timeout for good.
+        let mut many = at_rest();
+        many.next_limit(32, &timing_out_at(580, 2, 32, 50.0));
+        many.next_limit(32, &timing_out_at(580, 2, 32, 50.0));
+        assert_eq!(many.shed_to, 29);
+        let mut one = Ceiling {
+            phase: Phase::Known { ceiling: 32 },
+            ..at_rest()
+        };
+        one.next_limit(31, &timing_out_at(600, 1, 31, 50.0));
+        one.next_limit(31, &timing_out_at(600, 0, 31, 50.0));
+        assert_eq!(one.shed_to, 30);
         // Late timeouts count where they were sent at the resting level or
         // its probe: sent at 40 before a cut to 32, they held permits the
         // backend took (the cut's drain).
