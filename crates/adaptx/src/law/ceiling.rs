@@ -2442,8 +2442,9 @@ const RECENT: usize = 16;
 
 /// The windows at a resting level and its probe (below `ceiling`) counted
 /// together by [`Ceiling::unfilled`]: their length in nanoseconds, the
-/// calls that timed out in them, and the sums of what the measured ones
-/// served and of how far that fell short of their limits.
+/// calls that timed out in them (and the most in one window), and the sums
+/// of what the measured ones served and of how far that fell short of their
+/// limits (and how many were measured).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Unfilled {
     ceiling: usize,
