@@ -1179,6 +1179,33 @@ impl Ceiling {
         self.recent.highest(limit, w.duration_nanos, first, last)
     }
 
+    /// Where late timeouts behind a timeout longer than a window show a
+    /// ceiling below the one remembered, though not below the limit (a cut
+    /// already answered them): remember it. (Kept, the limit climbed back to
+    /// rest under the old memory after a cut at rest, 20 to 39 on a ceiling
+    /// that fell from 40 to 20 behind 10 s, and every permit above 20 it
+    /// climbed through held a dropped call for the timeout.)
+    fn lower_memory(&mut self, limit: usize, w: &WindowSummary, timed_out: bool) {
+        if self.late_from_last_window() || w.failures > 0 {
+            return;
+        }
+        let Phase::Known { ceiling } = self.phase else {
+            return;
+        };
+        let Some(admitted) = self.late_admitted_under(limit, w, timed_out) else {
+            return;
+        };
+        let shown = w.stale_failures >= STALE_FELL_MIN
+            && significant_at(self.noise_rate(), w.stale_failures, admitted as u64);
+        // The edges of a window can add one, as in `fell_below`.
+        let below = (admitted + 1)
+            .saturating_sub(w.stale_failures as usize)
+            .max(limit);
+        if shown && below + 1 < ceiling {
+            self.remember(below + 1);
+        }
+    }
+
     /// Whether failures come back within a window's length: at a backend
     /// that does not drop, or whose timeout is no longer than the window
     /// before this one.
@@ -2051,6 +2078,9 @@ impl Ceiling {
         let fell = (!soft)
             .then(|| self.fell_below(limit, w, timed_out))
             .flatten();
+        if fell.is_none() && !soft {
+            self.lower_memory(limit, w, timed_out);
+        }
         let overload = if soft {
             let at_rest = (self.rest_level == limit).then_some(&self.at_rest);
             w.failures > 0 && self.soft.exceeded(w.failures, w.samples, at_rest)
@@ -3251,6 +3281,47 @@ mod tests {
             after(&[40, 40, 40, 40]).next_limit(40, &draining(363, 20, 40)),
             40
         );
+    }
+
+    #[test]
+    fn ceiling_remembers_the_ceiling_late_timeouts_show_below_the_one_it_rests_under() {
+        // Cut from 40 to 20 (the ceiling of 41 still remembered) behind a
+        // 3 s timeout: 18 calls sent at 40 come back late at 20. The cut
+        // answered them, but they say the ceiling is 23 at most (22, and
+        // one for the edges of a window): rest under 24, not climb back
+        // toward 40.
+        let after = |drop_wait: f64| {
+            let mut recent = Recent::default();
+            for _ in 0..4 {
+                recent.push(40, 1_000_000_000);
+            }
+            Ceiling {
+                since_drop: 0,
+                drop_wait,
+                recent,
+                ..resting(41, 0.0)
+            }
+        };
+        let late = |wait_ms: f64| {
+            let mut w = draining(363, 18, 20);
+            w.mean_rtt_nanos = (363.0 * 55.0 + 18.0 * wait_ms) / 381.0 * MS;
+            w
+        };
+        let mut law = after(3000.0 * MS);
+        let next = law.next_limit(20, &late(3000.0));
+        assert_eq!(law.phase, Phase::Known { ceiling: 24 });
+        assert!(next <= 23, "{next}");
+        // One says nothing.
+        let mut law = after(3000.0 * MS);
+        let mut one = draining(363, 1, 20);
+        one.mean_rtt_nanos = (363.0 * 55.0 + 3000.0) / 364.0 * MS;
+        law.next_limit(20, &one);
+        assert_eq!(law.phase, Phase::Known { ceiling: 41 });
+        // Where failures come back within a window, the cut's drain is read
+        // by `fell_below` alone: the memory stays.
+        let mut law = after(500.0 * MS);
+        law.next_limit(20, &late(500.0));
+        assert_eq!(law.phase, Phase::Known { ceiling: 41 });
     }
 
     #[test]
