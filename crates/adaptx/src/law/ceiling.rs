@@ -1125,11 +1125,11 @@ impl Ceiling {
     /// that began as the step came failed 20 calls admitted at 41 and was
     /// read as the drain of the probe the window before, and the limit came
     /// down a second later, 2 s after the step.)
-    fn fell_below(&self, limit: usize, w: &WindowSummary, timed_out: bool) -> Option<usize> {
+    fn fell_below(&self, limit: usize, w: &WindowSummary, late: Option<usize>) -> Option<usize> {
         if w.failures > 0 {
             return None;
         }
-        let admitted = self.late_admitted_under(limit, w, timed_out)?;
+        let admitted = late?;
         let answered = admitted.saturating_sub(limit) as u64 + 1;
         let beyond = w.stale_failures.saturating_sub(answered);
         let shown =
@@ -1185,14 +1185,14 @@ impl Ceiling {
     /// rest under the old memory after a cut at rest, 20 to 39 on a ceiling
     /// that fell from 40 to 20 behind 10 s, and every permit above 20 it
     /// climbed through held a dropped call for the timeout.)
-    fn lower_memory(&mut self, limit: usize, w: &WindowSummary, timed_out: bool) {
+    fn lower_memory(&mut self, limit: usize, w: &WindowSummary, late: Option<usize>) {
         if self.late_from_last_window() || w.failures > 0 {
             return;
         }
         let Phase::Known { ceiling } = self.phase else {
             return;
         };
-        let Some(admitted) = self.late_admitted_under(limit, w, timed_out) else {
+        let Some(admitted) = late else {
             return;
         };
         let shown = w.stale_failures >= STALE_FELL_MIN
@@ -1220,8 +1220,8 @@ impl Ceiling {
     /// failure counted one failure of the samples every call admitted
     /// before it gave, and at a soft ceiling a third of whose calls failed
     /// it read 1 of 45: noise.)
-    fn late_at_most(&self, limit: usize, w: &WindowSummary, timed_out: bool) -> u64 {
-        match self.late_admitted_under(limit, w, timed_out) {
+    fn late_at_most(limit: usize, w: &WindowSummary, late: Option<usize>) -> u64 {
+        match late {
             Some(admitted) if admitted <= limit => w.stale_failures,
             _ => 0,
         }
@@ -1466,6 +1466,7 @@ impl Ceiling {
         w: &WindowSummary,
         timed_out: bool,
         measured: bool,
+        late: Option<usize>,
     ) -> Option<usize> {
         let ceiling = match self.phase {
             Phase::Known { ceiling }
@@ -1486,8 +1487,7 @@ impl Ceiling {
         }
         // Late timeouts count where they were sent at this level or its probe:
         // sent at a level cut since, they held permits the backend took.
-        let late = self
-            .late_admitted_under(limit, w, timed_out)
+        let late = late
             .filter(|&under| under <= ceiling)
             .map_or(0, |_| w.stale_failures);
         let span = &mut self.unfilled;
@@ -1742,10 +1742,7 @@ impl Ceiling {
             limit.saturating_sub(1).max(1)
         };
         // Once the calls it dropped are back.
-        self.awaiting = limit;
-        self.await_to = next;
-        self.awaited_nanos = self.in_force_nanos;
-        self.await_sent_again = false;
+        self.hold(limit, next, self.in_force_nanos, false);
         self.await_dropped(limit)
     }
 
@@ -1784,6 +1781,17 @@ impl Ceiling {
         Some(self.try_over(limit))
     }
 
+    /// Holds `limit` until the calls the backend dropped are back (see
+    /// [`Ceiling::await_dropped`]), then goes to `to`; `nanos` the hold has
+    /// already run, and whether it awaits calls sent again as late timeouts
+    /// came back (a fresh timeout earlier than those is not one of them).
+    fn hold(&mut self, limit: usize, to: usize, nanos: u64, sent_again: bool) {
+        self.awaiting = limit;
+        self.await_to = to;
+        self.awaited_nanos = nanos;
+        self.await_sent_again = sent_again;
+    }
+
     /// A held limit ([`Ceiling::await_dropped`]) ends: a try's back to rest,
     /// one below `limit`, below the same ceiling; an exploration's to what
     /// its step served. The run of tries that found room is over.
@@ -1791,11 +1799,7 @@ impl Ceiling {
         self.awaiting = 0;
         self.found = 0;
         self.room = false;
-        let below = limit.saturating_sub(1).max(1);
-        match std::mem::take(&mut self.await_to) {
-            0 => below,
-            to => to.min(below),
-        }
+        std::mem::take(&mut self.await_to).clamp(1, limit.saturating_sub(1).max(1))
     }
 
     /// The limit after a clean, busy window; `quiet`: nothing failed late in
@@ -2026,12 +2030,12 @@ impl Ceiling {
         // Counted for overload and for the drain of one, below; not for a
         // failure judged noise.
         let timed_out = self.timed_out(w, ok, all_failed, mean_ok);
-        // Fresh failures that came back at a timeout were admitted a timeout
-        // before the window closed on them: the limit then is the one they
-        // answer (see `BLAME_EARLY`).
         if let Some(next) = self.shedding(limit, w, timed_out) {
             return next;
         }
+        // Fresh failures that came back at a timeout were admitted a timeout
+        // before the window closed on them: the limit then is the one they
+        // answer (see `BLAME_EARLY`).
         let blamed = (timed_out && w.failures > 0 && w.stale_failures == 0)
             .then(|| {
                 let back = BLAME_EARLY * self.drop_wait;
@@ -2043,6 +2047,8 @@ impl Ceiling {
             self.awaited_nanos = self.awaited_nanos.saturating_add(w.duration_nanos);
         }
         self.since_drop = self.since_drop.saturating_add(1);
+        // The highest limit the calls that failed late were admitted under.
+        let late = self.late_admitted_under(limit, w, timed_out);
         let below = self.below_lowest_rest(limit);
         self.note_rest(limit, w.failures, w.samples);
         if self.probing(limit) {
@@ -2075,17 +2081,15 @@ impl Ceiling {
         let inconclusive =
             above_rest && !soft && !timed_out && w.failures > 0 && w.stale_failures == 0;
         let mut excused = false;
-        let fell = (!soft)
-            .then(|| self.fell_below(limit, w, timed_out))
-            .flatten();
+        let fell = (!soft).then(|| self.fell_below(limit, w, late)).flatten();
         if fell.is_none() && !soft {
-            self.lower_memory(limit, w, timed_out);
+            self.lower_memory(limit, w, late);
         }
         let overload = if soft {
             let at_rest = (self.rest_level == limit).then_some(&self.at_rest);
             w.failures > 0 && self.soft.exceeded(w.failures, w.samples, at_rest)
         } else {
-            let counted = w.failures + self.late_at_most(limit, w, timed_out);
+            let counted = w.failures + Self::late_at_most(limit, w, late);
             let lossy = self.lossy_run(counted, w.samples);
             let alone = self.significant(counted, w.samples);
             let lone = alone && counted == 1;
@@ -2179,15 +2183,12 @@ impl Ceiling {
                 };
                 // The lower of the two ceilings they showed is remembered.
                 self.remember(to + 1);
-                self.awaiting = limit;
-                self.await_to = to;
-                self.awaited_nanos = w.duration_nanos;
-                self.await_sent_again = true;
+                self.hold(limit, to, w.duration_nanos, true);
                 return limit;
             }
             return next;
         }
-        if let Some(next) = self.unfilled(limit, w, timed_out, measured) {
+        if let Some(next) = self.unfilled(limit, w, timed_out, measured, late) {
             return next;
         }
         if inconclusive && self.held() || excused {
@@ -2548,18 +2549,7 @@ impl Recent {
     /// of `limit`, lasting `nanos`; `None` where the windows kept do not
     /// reach that far back.
     fn at(&self, limit: usize, nanos: u64, back: f64) -> Option<usize> {
-        let mut start = nanos as f64;
-        if back < start {
-            return Some(limit);
-        }
-        for k in 0..self.len {
-            let (l, n) = self.windows[(self.head + k) % RECENT];
-            start += n as f64;
-            if back < start {
-                return Some(l);
-            }
-        }
-        None
+        self.highest(limit, nanos, back, back)
     }
 }
 
