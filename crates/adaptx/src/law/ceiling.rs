@@ -132,6 +132,34 @@ const DROPS_WINDOWS: u32 = 300;
 /// many timeouts apart.
 const TRY_TIMEOUTS: f64 = 2.0;
 
+/// Probes of the ceiling from rest are at least this many calls apart: a
+/// probe where the ceiling is still there costs about one failed call, so
+/// probes cost at most a third of a percent of the calls whatever the
+/// backend's pace. Counted only in windows (2–4 apart), a backend of 400 ms
+/// with a ceiling of 25 — 57 calls a window — failed 0.5–0.6 % of its calls
+/// on probes alone; the overload goal is 0.5 %. Where the backend answers
+/// 150 calls a window or more, the windows space the probes as before...
+const PROBE_CALLS: u64 = 300;
+
+/// ...from a limit this large. A smaller one probes every 2–4 windows
+/// whatever that costs: it may be the share of a client squeezed by
+/// neighbours at start-up, whose probes find the room they give (paced too,
+/// six clients on a ceiling of 36 ended with a smallest share of 0.80 of
+/// the fair one, 0.59 on the worst of ten seeds, against 0.86 and 0.72).
+const PROBE_CALLS_FROM: usize = 10;
+
+/// ...and no more than this many full windows' calls apart: a probe is how
+/// a ceiling that moved up is found, and the step-up goal (at the new
+/// ceiling within 10 s) leaves room for a probe every 5 windows at most
+/// besides the three tries and the climb. Where a window holds fewer than
+/// 60 calls the two goals cannot both hold: a ceiling of 10 at 200 ms (45
+/// calls a window) that steps to 100 needs 8 windows after the probe that
+/// finds the room (three tries, five steps of the climb), so a probe every 2
+/// windows, 1.1 % of the calls, would be needed for 10 s; every 300 calls
+/// (7 windows) it took 16 s on the worst of 90 seeds, every 5 windows 15 s
+/// (10 s at the median, 9 s with probes 2–4 windows apart).
+const PROBE_WINDOWS: u64 = 5;
+
 /// Where the backend drops, a try whose window served no more than the
 /// level below (or an exploration's step that found no room) holds its limit
 /// until the calls the backend dropped come back at the timeout, for at most
@@ -327,8 +355,9 @@ enum Phase {
 ///   one permit past it fails most of its calls where rejections come back
 ///   at once, and holds a failing call all the time where they are slow.
 /// - **Ceiling memory.** It remembers the lowest limit that failed, rests one
-///   below it, and every 2–4 windows (jittered) probes it: the probe costs one
-///   rejection when the ceiling is still there. A clean probe takes the
+///   below it, and every 2–4 windows (jittered; from a limit of 10, at least
+///   300 calls or 5 windows apart) probes it: the probe costs one rejection when the
+///   ceiling is still there. A clean probe takes the
 ///   permit and tries one more the next window; room found three times in a
 ///   row means the ceiling moved up, and the limit climbs by half itself
 ///   (by 4 where that is more, or where no try found its room quietly:
@@ -593,6 +622,8 @@ pub struct Ceiling {
     drop_wait: f64,
     /// Nanoseconds since the last try of the ceiling from rest.
     since_try_nanos: u64,
+    /// Calls since the last try of the ceiling from rest.
+    since_try_calls: u64,
     /// The try whose window served no more than the level below, held until
     /// the call the backend dropped comes back (see
     /// [`Ceiling::await_dropped`]); 0 when none is.
@@ -694,6 +725,7 @@ impl Ceiling {
             since_drop: u32::MAX,
             drop_wait: 0.0,
             since_try_nanos: 0,
+            since_try_calls: 0,
             awaiting: 0,
             await_to: 0,
             awaited_nanos: 0,
@@ -1923,8 +1955,16 @@ impl Ceiling {
                     // holds its permit until the timeout: tries at least
                     // TRY_TIMEOUTS timeouts apart (a 3 s timeout on a
                     // ceiling of 20: 0.974 → 0.981 of the capacity).
-                    let spaced = !self.drops()
-                        || self.since_try_nanos as f64 >= TRY_TIMEOUTS * self.drop_wait;
+                    // Probes at least PROBE_CALLS calls apart from a limit
+                    // of PROBE_CALLS_FROM, unless background noise fails
+                    // more calls than that anyway.
+                    let paced = limit < PROBE_CALLS_FROM
+                        || self.since_try_calls
+                            >= PROBE_CALLS.min(PROBE_WINDOWS * self.full_samples)
+                        || self.noise_rate() * PROBE_CALLS as f64 >= 1.0;
+                    let spaced = (!self.drops()
+                        || self.since_try_nanos as f64 >= TRY_TIMEOUTS * self.drop_wait)
+                        && paced;
                     if self.rested >= self.rest && spaced {
                         self.rested = 0;
                         self.rest = self.draw_rest();
@@ -2075,6 +2115,15 @@ impl Ceiling {
             })
             .flatten();
         self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
+        // Counted from the window that ran at the ceiling, not from the
+        // decision that asked for it: the limiter withholds some increases
+        // (its jitter), and a probe withheld is asked for again at once.
+        // (Counted from the ask, two withheld in a row kept a limit of 10
+        // from a ceiling that had moved to 100 for 14 s.)
+        self.since_try_calls = match self.phase {
+            Phase::Known { ceiling } if limit >= ceiling => 0,
+            _ => self.since_try_calls.saturating_add(w.samples),
+        };
         if self.awaiting == limit {
             self.awaited_nanos = self.awaited_nanos.saturating_add(w.duration_nanos);
         }
@@ -4011,6 +4060,65 @@ mod tests {
         assert_eq!(law.phase, Phase::Known { ceiling: 100 });
         assert_eq!(windows, law.yield_every(99));
         assert!(windows > 1);
+    }
+
+    #[test]
+    fn ceiling_probes_its_ceiling_at_most_once_per_300_calls_or_5_windows_from_a_limit_of_10() {
+        // A limit resting one below a ceiling that holds, each probe of it
+        // rejected at once: the resting windows between two probes, over 8
+        // probes, where a resting window answers `calls` calls.
+        let gaps_with = |rest_at: usize, calls: u64, noise: f64| {
+            let mut law = Ceiling {
+                phase: Phase::Known {
+                    ceiling: rest_at + 1,
+                },
+                yielded: true,
+                yield_backoff: 1000,
+                noise,
+                ..Ceiling::default()
+            };
+            law.seed(3);
+            let (mut limit, mut since, mut gaps) = (rest_at, 0, Vec::new());
+            while gaps.len() < 8 {
+                let w = if limit > rest_at {
+                    win(0, 2, limit, 50.0, 3)
+                } else {
+                    win(calls, 0, limit, 50.0, 1000)
+                };
+                let next = law.next_limit(limit, &w);
+                assert!(next <= rest_at + 1, "{limit} → {next}");
+                if limit == rest_at {
+                    since += 1;
+                }
+                if limit == rest_at && next > rest_at {
+                    gaps.push(since);
+                    since = 0;
+                }
+                limit = next;
+            }
+            gaps
+        };
+        let gaps = |rest_at, calls| gaps_with(rest_at, calls, 0.0);
+        // 80 calls a window: 4 windows, 320 calls, between probes, never
+        // the 2 or 3 of the windows' own draw.
+        assert_eq!(gaps(25, 80), [4; 8]);
+        // 57 calls a window (a backend of 400 ms, 25 permits): 5 windows,
+        // 285 calls — at most PROBE_WINDOWS full windows apart — and so
+        // for 30 a window.
+        assert_eq!(gaps(25, 57), [5; 8]);
+        assert_eq!(gaps(25, 30), [5; 8]);
+        // 400 calls a window: the windows' draw alone, 2–4.
+        let fast = gaps(25, 400);
+        assert!(fast.iter().all(|g| (2..=4).contains(g)), "{fast:?}");
+        assert!(fast.iter().any(|&g| g < 4), "{fast:?}");
+        // Below a limit of 10, 2–4 windows whatever the calls.
+        let small = gaps(9, 20);
+        assert!(small.iter().all(|g| (2..=4).contains(g)), "{small:?}");
+        // Where background noise fails more than one call in 300 (a rate
+        // learned at 5 %, decaying over these clean windows to 0.8 %), the
+        // probes' cost is lost in it: 2–4 windows.
+        let noisy = gaps_with(25, 57, 0.05);
+        assert!(noisy.iter().all(|g| (2..=4).contains(g)), "{noisy:?}");
     }
 
     /// A limit resting at `rest_at` after a first yield, that nobody takes
