@@ -134,11 +134,12 @@ const TRY_TIMEOUTS: f64 = 2.0;
 
 /// Probes of the ceiling from rest are at least this many calls apart: a
 /// probe where the ceiling is still there costs about one failed call, so
-/// probes cost at most a third of a percent of the calls whatever the
-/// backend's pace. Counted only in windows (2–4 apart), a backend of 400 ms
-/// with a ceiling of 25 — 57 calls a window — failed 0.5–0.6 % of its calls
-/// on probes alone; the overload goal is 0.5 %. Where the backend answers
-/// 150 calls a window or more, the windows space the probes as before...
+/// probes cost at most a third of a percent of the calls wherever a window
+/// holds 60 calls or more (see `PROBE_WINDOWS`). Counted only in windows
+/// (2–4 apart), a backend of 400 ms with a ceiling of 25 — 57 calls a
+/// window — failed 0.5–0.6 % of its calls on probes alone; the overload
+/// goal is 0.5 %. Where the backend answers 150 calls a window or more, the
+/// windows space the probes as before...
 const PROBE_CALLS: u64 = 300;
 
 /// ...from a limit this large. A smaller one probes every 2–4 windows
@@ -356,9 +357,9 @@ enum Phase {
 ///   at once, and holds a failing call all the time where they are slow.
 /// - **Ceiling memory.** It remembers the lowest limit that failed, rests one
 ///   below it, and every 2–4 windows (jittered; from a limit of 10, at least
-///   300 calls or 5 windows apart) probes it: the probe costs one rejection when the
-///   ceiling is still there. A clean probe takes the
-///   permit and tries one more the next window; room found three times in a
+///   300 calls or 5 windows apart) probes it: the probe costs one rejection
+///   when the ceiling is still there. A clean probe takes the permit and
+///   tries one more the next window; room found three times in a
 ///   row means the ceiling moved up, and the limit climbs by half itself
 ///   (by 4 where that is more, or where no try found its room quietly:
 ///   background noise could have made it), doubling the step per window
@@ -384,8 +385,8 @@ enum Phase {
 ///   limit of 10 after 30, of 30 after 10, of 60 after 5; the period follows
 ///   the limit as it moves; the first time after 5 while no resting window
 ///   has failed, so a neighbour squeezed to one permit at start-up is not
-///   left failing every call for half a minute) a limit of 10 or more gives 7 % of itself
-///   away for one window, keeps one permit of it free four windows more (a
+///   left failing every call for half a minute) a limit of 10 or more gives
+///   7 % of itself away for one window, keeps one permit of it free four windows more (a
 ///   neighbour probing every 3–5 windows cannot miss it) and climbs back: a
 ///   client sharing the ceiling may take the room (a bigger limit gives more,
 ///   and sooner), so clients that started unequal move toward equal shares,
@@ -622,7 +623,8 @@ pub struct Ceiling {
     drop_wait: f64,
     /// Nanoseconds since the last try of the ceiling from rest.
     since_try_nanos: u64,
-    /// Calls since the last try of the ceiling from rest.
+    /// Calls since the limit last ran at its remembered ceiling (a probe, or
+    /// a try of room found).
     since_try_calls: u64,
     /// The try whose window served no more than the level below, held until
     /// the call the backend dropped comes back (see
@@ -2023,7 +2025,8 @@ impl Ceiling {
                     // The windows rested under the old ceiling do not count
                     // toward giving room away at the new one: counted, a
                     // yield came the window after the limit landed (a step
-                    // from 20 to 100: at 100 after 8 s, 93 and 99 until 18 s).
+                    // from 20 to 100: at 100 after 8 s, then 93 and 99 for
+                    // five windows).
                     self.since_yield = 0;
                     self.phase = Phase::Explore { step: 2 * first };
                     self.descend_to = limit;
