@@ -820,9 +820,9 @@ impl Ceiling {
     /// resting level has failed. Clients that start above a ceiling they
     /// share cut unequally: some fell to 1 and failed every call until a
     /// holder first gave room away, 30 windows after it came to rest at 10
-    /// (six clients from 10 on a ceiling of 36: two of them starved for
-    /// 40 s; two on a ceiling of 3: 55 % of all calls failed). A lone
-    /// limit pays for one yield more. Where its resting windows fail
+    /// (six clients from 10 on a ceiling of 36: two of them got no call
+    /// through for 31 s; two on a ceiling of 3: 55 % of all calls failed).
+    /// A lone limit pays for one yield more. Where its resting windows fail
     /// (background noise), the return of a yield may fail too, and an
     /// early one, before the noise is learned, was taken for a neighbour's
     /// sign: a lone limit under 3 % of random failures then exchanged with
