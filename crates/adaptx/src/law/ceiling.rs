@@ -1598,7 +1598,7 @@ impl Ceiling {
         if self.shed_to == 0 {
             return None;
         }
-        if limit <= self.shed_to || !self.drops() || w.failures > 0 && !timed_out {
+        if limit <= self.shed_to || !self.drops() || (w.failures > 0 && !timed_out) {
             self.shed_to = 0;
             return None;
         }
@@ -2959,8 +2959,16 @@ mod tests {
     impl Recent {
         /// The history after one window of `limit` lasting `nanos`.
         fn after(limit: usize, nanos: u64) -> Recent {
+            Recent::after_each(&[limit], nanos)
+        }
+
+        /// The history after windows of `limits` (the oldest first), each
+        /// lasting `nanos`.
+        fn after_each(limits: &[usize], nanos: u64) -> Recent {
             let mut recent = Recent::default();
-            recent.push(limit, nanos);
+            for &limit in limits {
+                recent.push(limit, nanos);
+            }
             recent
         }
     }
@@ -3242,6 +3250,36 @@ mod tests {
         }
     }
 
+    /// `w` with its mean latency that of successes of `ok_ms` and failures
+    /// (fresh or late) that waited `failed_ms`: timeouts, where that is the
+    /// timeout.
+    fn waited(w: WindowSummary, ok_ms: f64, failed_ms: f64) -> WindowSummary {
+        let failed = w.failures + w.stale_failures;
+        let ok = w.samples - failed;
+        WindowSummary {
+            mean_rtt_nanos: (ok as f64 * ok_ms + failed as f64 * failed_ms) / w.samples as f64 * MS,
+            ..w
+        }
+    }
+
+    /// Resting at 40 below a ceiling of 41 at a backend that drops behind
+    /// `drop_ms`, after windows of `limits` (the oldest first), a second
+    /// each.
+    fn dropping_after(limits: &[usize], drop_ms: f64) -> Ceiling {
+        Ceiling {
+            since_drop: 0,
+            drop_wait: drop_ms * MS,
+            recent: Recent::after_each(limits, 1_000_000_000),
+            ..resting(41, 0.0)
+        }
+    }
+
+    /// A window at 40 of 55 ms calls in which one call came back fresh at
+    /// a 3 s timeout.
+    fn back_at_timeout() -> WindowSummary {
+        waited(win(363, 1, 40, 55.0, 1000), 55.0, 3000.0)
+    }
+
     #[test]
     fn ceiling_cuts_where_calls_admitted_before_a_window_fail_beyond_the_overload_answered() {
         // Resting at 40 below a ceiling of 41 at a backend that drops (1 s
@@ -3306,24 +3344,9 @@ mod tests {
         // (each a decrease, so every timeout comes back late). A window at 40
         // serves 20 (363 of 55 ms) and fails 20 calls admitted before it,
         // each back at the 3 s timeout.
-        let timing_out = || {
-            let mut w = draining(363, 20, 40);
-            w.mean_rtt_nanos = (363.0 * 55.0 + 20.0 * 3000.0) / 383.0 * MS;
-            w
-        };
+        let timing_out = || waited(draining(363, 20, 40), 55.0, 3000.0);
         // `limits` the windows kept, the oldest first, a second each.
-        let after = |limits: &[usize]| {
-            let mut recent = Recent::default();
-            for &limit in limits {
-                recent.push(limit, 1_000_000_000);
-            }
-            Ceiling {
-                since_drop: 0,
-                drop_wait: 3000.0 * MS,
-                recent,
-                ..resting(41, 0.0)
-            }
-        };
+        let after = |limits: &[usize]| dropping_after(limits, 3000.0);
         // Admitted 3–4 s ago at 40 (the gift of the window before does not
         // matter: they were not admitted then): the ceiling is 20 at most.
         // The limit in force sent as many calls again as they came back,
@@ -3333,14 +3356,9 @@ mod tests {
         assert_eq!(law.next_limit(40, &timing_out()), 40);
         assert_eq!(law.phase, Phase::Known { ceiling: 21 });
         assert_eq!((law.awaiting, law.await_to), (40, 20));
-        let back = || {
-            let mut w = win(363, 1, 40, 55.0, 1000);
-            w.mean_rtt_nanos = (363.0 * 55.0 + 3000.0) / 364.0 * MS;
-            w
-        };
         assert_eq!(law.next_limit(40, &full(40)), 40);
         assert_eq!(law.next_limit(40, &full(40)), 40);
-        assert_eq!(law.next_limit(40, &back()), 20);
+        assert_eq!(law.next_limit(40, &back_at_timeout()), 20);
         // Read as saying nothing: the limit, no hold, the memory as it was.
         let nothing = (40, 0, Phase::Known { ceiling: 41 });
         let read = |limits: &[usize], w: &WindowSummary| {
@@ -3368,36 +3386,19 @@ mod tests {
         // answered them, but they say the ceiling is 23 at most (22, and
         // one for the edges of a window): rest under 24, not climb back
         // toward 40.
-        let after = |drop_wait: f64| {
-            let mut recent = Recent::default();
-            for _ in 0..4 {
-                recent.push(40, 1_000_000_000);
-            }
-            Ceiling {
-                since_drop: 0,
-                drop_wait,
-                recent,
-                ..resting(41, 0.0)
-            }
-        };
-        let late = |wait_ms: f64| {
-            let mut w = draining(363, 18, 20);
-            w.mean_rtt_nanos = (363.0 * 55.0 + 18.0 * wait_ms) / 381.0 * MS;
-            w
-        };
-        let mut law = after(3000.0 * MS);
+        let after = |drop_ms: f64| dropping_after(&[40; 4], drop_ms);
+        let late = |wait_ms: f64| waited(draining(363, 18, 20), 55.0, wait_ms);
+        let mut law = after(3000.0);
         let next = law.next_limit(20, &late(3000.0));
         assert_eq!(law.phase, Phase::Known { ceiling: 24 });
         assert!(next <= 23, "{next}");
         // One says nothing.
-        let mut law = after(3000.0 * MS);
-        let mut one = draining(363, 1, 20);
-        one.mean_rtt_nanos = (363.0 * 55.0 + 3000.0) / 364.0 * MS;
-        law.next_limit(20, &one);
+        let mut law = after(3000.0);
+        law.next_limit(20, &waited(draining(363, 1, 20), 55.0, 3000.0));
         assert_eq!(law.phase, Phase::Known { ceiling: 41 });
         // Where failures come back within a window, the cut's drain is read
         // by `fell_below` alone: the memory stays.
-        let mut law = after(500.0 * MS);
+        let mut law = after(500.0);
         law.next_limit(20, &late(500.0));
         assert_eq!(law.phase, Phase::Known { ceiling: 41 });
     }
@@ -3407,28 +3408,14 @@ mod tests {
         // As above: at 40, 20 calls admitted at 40 came back at their 3 s
         // timeout, late, and the limit sent 20 again, which the backend
         // dropped (its ceiling is 20).
-        let mut recent = Recent::default();
-        for _ in 0..4 {
-            recent.push(40, 1_000_000_000);
-        }
         let held = || {
-            let mut law = Ceiling {
-                since_drop: 0,
-                drop_wait: 3000.0 * MS,
-                recent,
-                ..resting(41, 0.0)
-            };
-            let mut w = draining(363, 20, 40);
-            w.mean_rtt_nanos = (363.0 * 55.0 + 20.0 * 3000.0) / 383.0 * MS;
+            let mut law = dropping_after(&[40; 4], 3000.0);
+            let w = waited(draining(363, 20, 40), 55.0, 3000.0);
             assert_eq!(law.next_limit(40, &w), 40);
             law
         };
         // One of 20 sent in the held window, back at its timeout, fresh.
-        let back = || {
-            let mut w = win(363, 1, 40, 55.0, 1000);
-            w.mean_rtt_nanos = (363.0 * 55.0 + 3000.0) / 364.0 * MS;
-            w
-        };
+        let back = back_at_timeout;
         // A timeout 2 s into the hold was sent before those it awaits: it
         // answers the same overload, and the hold goes on. The first back
         // 3 s in ends it: 20, and the memory of the ceiling at 21.
@@ -3447,14 +3434,12 @@ mod tests {
         // back the next window, admitted at 40 (15 of them beyond the 20
         // before were sent at 40 a timeout ago): at most 15.
         let mut law = held();
-        let mut more = draining(363, 25, 40);
-        more.mean_rtt_nanos = (363.0 * 55.0 + 25.0 * 3000.0) / 388.0 * MS;
+        let more = waited(draining(363, 25, 40), 55.0, 3000.0);
         assert_eq!(law.next_limit(40, &more), 40);
         assert_eq!(law.await_to, 15);
         // Three more say less (at most 37): it still goes to 20.
         let mut law = held();
-        let mut few = draining(722, 3, 40);
-        few.mean_rtt_nanos = (722.0 * 55.0 + 3.0 * 3000.0) / 725.0 * MS;
+        let few = waited(draining(722, 3, 40), 55.0, 3000.0);
         assert_eq!(law.next_limit(40, &few), 40);
         assert_eq!(law.await_to, 20);
         assert_eq!(law.phase, Phase::Known { ceiling: 21 });
@@ -3502,11 +3487,7 @@ mod tests {
         // The step's limit holds until the calls it dropped are back (see
         // `Ceiling::await_dropped`): the first back at its 1 s timeout,
         // fresh at 55, lands it.
-        let back = || {
-            let mut w = win(300, 1, 55, 110.0, 1000);
-            w.mean_rtt_nanos = (300.0 * 110.0 + 1000.0) / 301.0 * MS;
-            w
-        };
+        let back = || waited(win(300, 1, 55, 110.0, 1000), 110.0, 1000.0);
         let mut law = exploring();
         assert_eq!(law.next_limit(31, &win(264, 0, 31, 110.0, 1000)), 55);
         assert_eq!(law.next_limit(55, &win(331, 0, 55, 110.0, 1000)), 55);
@@ -3936,9 +3917,10 @@ mod tests {
 
     #[test]
     fn ceiling_bigger_limits_yield_sooner() {
-        // Resting windows before the first yield: 300 / limit, rounded, at
-        // least 5. Two clients of different sizes that started together do
-        // not yield in the same windows; equal ones do.
+        // Resting windows before a yield once the limit has yielded (the
+        // first comes after 5 while its rest is clean): 300 / limit,
+        // rounded, at least 5. Two clients of different sizes that started
+        // together do not yield in the same windows; equal ones do.
         let first_yield = |limit: usize| {
             let mut law = Ceiling {
                 phase: Phase::Known { ceiling: limit + 1 },
@@ -4940,21 +4922,24 @@ mod tests {
     /// A window of 1 s at a backend of 200 ms calls: `ok` successes and
     /// `timeouts` failures that waited 2 s.
     fn timing_out(ok: u64, timeouts: u64, peak: usize) -> WindowSummary {
-        let waited = 200.0 * ok as f64 + 2000.0 * timeouts as f64;
-        WindowSummary {
-            mean_rtt_nanos: waited / (ok + timeouts) as f64 * MS,
-            ..win(ok, timeouts, peak, 200.0, 1000)
-        }
+        timing_out_at(ok, timeouts, peak, 200.0)
     }
 
     /// A window of 1 s at a backend of `call_ms` calls: `ok` successes and
     /// `timeouts` failures that waited 2 s.
     fn timing_out_at(ok: u64, timeouts: u64, peak: usize, call_ms: f64) -> WindowSummary {
-        let waited = call_ms * ok as f64 + 2000.0 * timeouts as f64;
-        WindowSummary {
-            mean_rtt_nanos: waited / (ok + timeouts) as f64 * MS,
-            ..win(ok, timeouts, peak, call_ms, 1000)
-        }
+        waited(win(ok, timeouts, peak, call_ms, 1000), call_ms, 2000.0)
+    }
+
+    /// A window of 1 s of 200 ms calls at 32: 150 successes and one call
+    /// admitted before it (late) that timed out at 2 s.
+    fn timed_out_late() -> WindowSummary {
+        let w = WindowSummary {
+            samples: 151,
+            stale_failures: 1,
+            ..win(150, 0, 32, 200.0, 1000)
+        };
+        waited(w, 200.0, 2000.0)
     }
 
     #[test]
@@ -5032,13 +5017,7 @@ mod tests {
         // Late timeouts count where they were sent at the resting level or
         // its probe: sent at 40 before a cut to 32, they held permits the
         // backend took (the cut's drain).
-        let late = || {
-            let mut w = timing_out(150, 0, 32);
-            w.samples += 1;
-            w.stale_failures = 1;
-            w.mean_rtt_nanos = (150.0 * 200.0 + 2000.0) / 151.0 * MS;
-            w
-        };
+        let late = timed_out_late;
         let after = |limit| {
             let mut law = at_rest();
             for _ in 0..4 {
@@ -5066,11 +5045,7 @@ mod tests {
         // Clean, or only late timeouts (sent before the last cut, their
         // permits sent again): held.
         assert_eq!(law.next_limit(32, &win(150, 0, 32, 200.0, 1000)), 32);
-        let mut late = timing_out(150, 0, 32);
-        late.samples += 1;
-        late.stale_failures = 1;
-        late.mean_rtt_nanos = (150.0 * 200.0 + 2000.0) / 151.0 * MS;
-        assert_eq!(law.next_limit(32, &late), 32);
+        assert_eq!(law.next_limit(32, &timed_out_late()), 32);
         // A fresh timeout: one permit, as it comes back.
         assert_eq!(law.next_limit(32, &timing_out(150, 1, 32)), 31);
         // Where they came back together (two in one window of the timeout
