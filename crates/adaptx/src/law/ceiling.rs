@@ -394,6 +394,14 @@ enum Phase {
 ///   nobody took it (the climb back met no failure) it waits twice as long
 ///   the next time, up to 160 windows, so a client alone pays almost
 ///   nothing; when the room was taken, it gives again at its own period.
+///   A limit its demand does not fill (a window's peak in flight under its
+///   utilization) never meets a ceiling, and the calls its demand keeps in
+///   flight keep their places from neighbours: it yields on the same
+///   schedule, counted in such windows, from what it used (7 % below the
+///   window's peak in flight, one permit under the peak held four windows
+///   more), then goes back to its limit; a return that fails rests one
+///   permit under the peak, below a ceiling shared with a neighbour. A try
+///   whose permit the demand did not fill found nothing: back to rest.
 /// - **Exchange.** While a neighbour has shown itself in the last 60 windows
 ///   — it took room this limit gave (where background noise could have failed
 ///   the return, at two of the last four returns), or room found at the
@@ -530,6 +538,9 @@ pub struct Ceiling {
     rest_failed: bool,
     /// Windows left to keep one permit of a yield free.
     yield_hold: u32,
+    /// A yield of a limit its demand does not fill, under way (see
+    /// [`Ceiling::idle_yield`]).
+    idle: IdleYield,
     /// Windows since the last sign of a neighbour sharing the ceiling
     /// (`u32::MAX`: none yet).
     since_neighbour: u32,
@@ -679,6 +690,7 @@ impl Ceiling {
             rested: 0,
             rest: 0,
             since_yield: 0,
+            idle: IdleYield::default(),
             yield_backoff: 1,
             yielding: false,
             yielded: false,
@@ -835,6 +847,80 @@ impl Ceiling {
         own.max(YIELD_EVERY_MIN)
             .saturating_mul(self.yield_backoff)
             .min(YIELD_EVERY_MAX)
+    }
+
+    /// After a clean window: the limit of a yield by a limit its demand does
+    /// not fill. Such a limit never meets the ceiling, so it never rests
+    /// below one and never gives room away at rest, while the calls its
+    /// demand sends keep their places in the backend (each one that returns
+    /// sends the next at once): a neighbour sharing the backend can never
+    /// take one, and its probes all fail. So it yields too, on the resting
+    /// schedule ([`Ceiling::yield_every`], counted in its unfilled windows)
+    /// and from what it used: down to `YIELD_KEEP` of the window's peak in
+    /// flight, then one permit under the peak for `YIELD_HOLD` windows from
+    /// a peak of `YIELD_HOLD_FROM`, then back to its limit. A return that
+    /// fails was taken ([`Ceiling::overloaded`] reads it as a neighbour's
+    /// sign, and cuts toward what was served, so the limit comes to rest
+    /// below a ceiling it shares); one that runs clean gives less often, as
+    /// at rest. (Two clients with 50 calls each on a backend of 70, one
+    /// starting at a limit of 100: it kept its 50 places for the whole run,
+    /// shares 1.43 and 0.57 of the fair one.) A lone limit under a light
+    /// load pays for a few yields at its busiest moments: its demand rarely
+    /// reaches the peak again in the windows after.
+    fn idle_yield(&mut self, limit: usize, w: &WindowSummary, busy: bool) -> Option<usize> {
+        if self.idle.from > 0 {
+            if self.idle.hold > 0 {
+                self.idle.hold -= 1;
+                return Some(self.idle.level.max(limit));
+            }
+            if limit < self.idle.from {
+                // Back to the limit it had; the window after tells whether
+                // the room was taken. (Withheld by the limiter, asked again.)
+                return Some(self.idle.from);
+            }
+            // Back, and clean: nobody took the room. Give it less often.
+            self.idle = IdleYield::default();
+            self.yielding = false;
+            self.returns <<= 1;
+            if self.yield_every(limit) < YIELD_EVERY_MAX {
+                self.yield_backoff = self.yield_backoff.saturating_mul(2);
+            }
+            return None;
+        }
+        let at_rest = match self.phase {
+            Phase::SlowStart | Phase::Explore { .. } => true,
+            Phase::Known { ceiling } => limit + 1 >= ceiling,
+        };
+        let peak = w.peak_in_flight;
+        if busy
+            || !at_rest
+            || w.failures > 0
+            || w.stale_failures > 0
+            || self.yielding
+            || self.given > 0
+            || self.awaiting != 0
+            || self.held()
+        {
+            return None;
+        }
+        self.since_yield += 1;
+        let to = (peak as f64 * YIELD_KEEP) as usize;
+        if peak < YIELD_FROM || to == 0 || self.since_yield < self.yield_every(peak) {
+            return None;
+        }
+        self.since_yield = 0;
+        self.yielding = true;
+        self.yielded = true;
+        self.idle = IdleYield {
+            from: limit,
+            level: peak - 1,
+            hold: if peak >= YIELD_HOLD_FROM {
+                YIELD_HOLD
+            } else {
+                0
+            },
+        };
+        Some(to)
     }
 
     /// Whether the backend drops what it cannot take: failures (overload, or
@@ -1033,6 +1119,19 @@ impl Ceiling {
     /// `limit`.
     fn overloaded(&mut self, limit: usize, failures: u64, samples: u64) -> usize {
         self.found = 0;
+        // A yield of a limit its demand did not fill ends here. Where its
+        // return failed more than noise explains, the room it gave was
+        // taken: a neighbour shares the ceiling, and the limit rests where it
+        // kept one permit of the yield free, one under what it used.
+        let idle = std::mem::take(&mut self.idle);
+        if idle.from > 0 && limit >= idle.from && self.significant(failures, samples) {
+            self.yielding = false;
+            self.yield_backoff = 1;
+            self.neighbour_sign();
+            let next = idle.level.min(limit - 1).max(1);
+            self.remember(next + 1);
+            return next;
+        }
         if std::mem::take(&mut self.room) {
             // Room found at the ceiling ran out within two windows: it was
             // a neighbour's permit, not a ceiling that moved.
@@ -1866,7 +1965,7 @@ impl Ceiling {
     /// the window and the learned background rate would fail fewer than one
     /// sample in twenty such windows, so room a probe finds is a neighbour's
     /// (or a ceiling that moved), not a timeout yet to come or noise.
-    fn grow(&mut self, limit: usize, quiet: bool) -> usize {
+    fn grow(&mut self, limit: usize, quiet: bool, filled: bool) -> usize {
         match self.phase {
             // Rounded down: up, 15 grew to 23 and a ceiling of 15 saw 1.53 ×
             // itself. (At 1 the one permit more is twice.)
@@ -1983,6 +2082,17 @@ impl Ceiling {
                     // explore. Room that runs out before that was a
                     // neighbour's (see `overloaded`), unless noise or late
                     // failures could have made it.
+                    if !filled {
+                        // The demand never filled the permit tried: it, not
+                        // the backend, ended the try, which found nothing.
+                        // Back to rest below the same ceiling. (Counted as
+                        // room, a limit resting at its demand of 50 calls
+                        // found room at every try and explored to 78, where
+                        // its calls kept their places from a neighbour.)
+                        self.found = 0;
+                        self.room = false;
+                        return rest_at;
+                    }
                     if self.soft.tolerates(limit) {
                         // A level accepted past a soft ceiling's onset,
                         // climbed back to after a cut: its failures are the
@@ -2311,6 +2421,10 @@ impl Ceiling {
             Judge::Hold => return limit,
         };
         if let Some(next) = self.latency_limit(limit, w, latency, busy) {
+            self.idle = IdleYield::default();
+            return next;
+        }
+        if let Some(next) = self.idle_yield(limit, w, busy) {
             return next;
         }
         if !busy {
@@ -2353,7 +2467,7 @@ impl Ceiling {
             // ran away to where a third of the calls failed.)
             self.soft = SoftRest::default();
         }
-        self.grow(limit, quiet)
+        self.grow(limit, quiet, w.peak_in_flight >= limit)
     }
 
     /// Notes that `limit` was in force for a window of `nanos`; a new limit
@@ -2560,6 +2674,16 @@ const RECENT: usize = 16;
 /// calls that timed out in them (and the most in one window), and the sums
 /// of what the measured ones served and of how far that fell short of their
 /// limits (and how many were measured).
+/// A yield of a limit its demand does not fill (see [`Ceiling::idle_yield`]):
+/// the limit to return to (0: none under way), the level that keeps one
+/// permit of the yield free, and the windows left to keep it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct IdleYield {
+    from: usize,
+    level: usize,
+    hold: u32,
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Unfilled {
     ceiling: usize,
@@ -4014,6 +4138,82 @@ mod tests {
         // (The resting windows before the failure count toward it.)
         let own = (YIELD_PERMITS / next as f64).round() as u32 - noisy.since_yield;
         assert_eq!(gaps_of(&mut noisy, next, 1), [own]);
+    }
+
+    /// A window of a limit whose demand keeps `peak` calls in flight: clean,
+    /// 20 calls per permit used, 50 ms.
+    fn demand(peak: usize) -> WindowSummary {
+        win(20 * peak as u64, 0, peak, 50.0, 1000)
+    }
+
+    #[test]
+    fn ceiling_yields_from_what_it_uses_when_its_demand_does_not_fill_the_limit() {
+        // A limit of 100 whose demand keeps 50 calls in flight never meets a
+        // ceiling: after YIELD_EVERY_MIN unfilled windows it yields from what
+        // it uses (50 · 0.93 = 46), keeps one permit of that free for
+        // YIELD_HOLD windows (49), then returns to 100. Nobody took the room
+        // (the window back at 100 ran clean): the next yield waits its own
+        // period doubled (300 / 50 · 2 = 12 windows) after that one.
+        let mut law = Ceiling::default();
+        let mut limits = Vec::new();
+        let mut limit = 100;
+        for _ in 0..(5 + YIELD_HOLD as usize + 2 + 12) {
+            let w = if limit >= 50 { demand(50) } else { full(limit) };
+            limit = law.next_limit(limit, &w);
+            limits.push(limit);
+        }
+        let mut want = vec![100; 4];
+        want.push(46);
+        want.extend([49; YIELD_HOLD as usize]);
+        want.extend([100; 13]);
+        want.push(46);
+        assert_eq!(limits, want);
+        assert_eq!(law.phase, Phase::SlowStart);
+        // A limit its demand fills does not yield this way.
+        let mut busy = Ceiling::default();
+        let mut limit = 10;
+        for _ in 0..3 {
+            limit = busy.next_limit(limit, &full(limit));
+        }
+        assert_eq!(limit, 33, "slow start: 10, 15, 22, 33");
+    }
+
+    #[test]
+    fn ceiling_rests_one_under_what_it_used_when_its_idle_yield_was_taken() {
+        // The return from the yield fails (a neighbour took the room): the
+        // limit rests at 49, below a ceiling of 50, and believes in the
+        // neighbour; it does not cut a tenth at a time from 100.
+        let mut law = Ceiling::default();
+        let mut limit = 100;
+        while limit != 46 {
+            limit = law.next_limit(limit, &demand(50));
+        }
+        for _ in 0..=YIELD_HOLD {
+            limit = law.next_limit(limit, &full(limit));
+        }
+        assert_eq!(limit, 100);
+        assert_eq!(law.next_limit(100, &win(3, 1, 50, 50.0, 2)), 49);
+        assert_eq!(law.phase, Phase::Known { ceiling: 50 });
+        assert!(law.neighbour());
+        // Its next window at rest is an ordinary one.
+        assert_eq!(law.idle, IdleYield::default());
+    }
+
+    #[test]
+    fn ceiling_try_its_demand_does_not_fill_finds_no_room() {
+        // Resting at 49 below 50, with a demand of 50 calls: the try at 50 is
+        // filled and clean, room; the try at 51 is not filled (busy by the
+        // utilization gate, 50 of 51): it found nothing, back to rest at 50.
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 50 },
+            rest: 0,
+            ..Ceiling::default()
+        };
+        assert_eq!(law.next_limit(49, &full(49)), 50);
+        assert_eq!(law.next_limit(50, &demand(50)), 51);
+        assert_eq!(law.next_limit(51, &demand(50)), 50);
+        assert_eq!(law.phase, Phase::Known { ceiling: 51 });
+        assert_eq!(law.found, 0);
     }
 
     #[test]
