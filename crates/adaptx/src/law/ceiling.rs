@@ -360,11 +360,11 @@ enum Phase {
 ///   300 calls or 5 windows apart) probes it: the probe costs one rejection
 ///   when the ceiling is still there. A clean probe takes the permit and
 ///   tries one more the next window; room found three times in a
-///   row means the ceiling moved up, and the limit climbs by half itself
-///   (by 4 where that is more, where no try found its room quietly:
-///   background noise could have made it, or while a neighbour shows itself:
-///   its gifts could have), doubling the step per window
-///   until it fails. Where the backend answers overload at once, it then
+///   row means the ceiling moved up, and the limit climbs by itself (by
+///   half itself where the backend drops or has queued; by 4 where that is
+///   more, where no try found its room quietly — background noise could
+///   have made it — or while a neighbour shows itself — its gifts could
+///   have), doubling the step per window until it fails. Where the backend answers overload at once, it then
 ///   descends from the failing level toward the last clean one by a 64th of
 ///   the gap per fresh failure until a window is clean: a failure costs
 ///   milliseconds, a clean window a second, so the new ceiling is found in
@@ -2135,13 +2135,23 @@ impl Ceiling {
                         self.remember(limit + 1);
                         return limit + 1;
                     }
-                    // The first step is half the limit (at least
-                    // EXPLORE_FIRST_STEP) when a try found room quietly: a
-                    // ceiling five times higher is reached in four windows,
-                    // not six (a step from 20 to 100 under an open demand:
-                    // 20 s → 8 s), and the first step overshoots a ceiling
-                    // it passes by at most half, the later ones (doubling)
-                    // by less than twice. Where the background rate could
+                    // The first step is the limit (at least
+                    // EXPLORE_FIRST_STEP) when a try found room quietly at a
+                    // backend that answers at once and has not queued: the
+                    // limit doubles every window, and a ceiling ten times
+                    // higher is reached in four (a step from 10 to 100
+                    // behind 200 ms: 10 → 8 s at the median of 90 seeds; from
+                    // half the limit, a step from 20 to 100 under an open
+                    // demand took 8 s, one step at a time 20 s). A step past
+                    // the ceiling costs a failed call per permit of it on the
+                    // way back down. Half the limit where the backend drops
+                    // (a step past the ceiling drops calls that hold their
+                    // permits until their timeout) or has queued (a step
+                    // past it queues: 2 s calls, p99 on the worst of ten
+                    // seeds 6.8–7.2 s against 6.6 s allowed): there the first
+                    // step overshoots a ceiling it passes by at most half,
+                    // the later ones (doubling) by less than twice. Where the
+                    // background rate could
                     // have made the room, EXPLORE_FIRST_STEP: under 1 % of
                     // random failures a window closes on every one, one
                     // that closed just after the limit rose holds ten
@@ -2154,11 +2164,14 @@ impl Ceiling {
                     // of its step on the way back down (three clients on 90,
                     // 18 a time: 0.8–0.9 % of the calls on some seeds, the
                     // goal 0.5 %).
-                    let first = if self.room && !self.neighbour() {
-                        (limit / 2).max(EXPLORE_FIRST_STEP)
-                    } else {
-                        EXPLORE_FIRST_STEP
-                    };
+                    let first =
+                        if self.room && !self.neighbour() && !self.drops() && !self.latency_seen {
+                            limit.max(EXPLORE_FIRST_STEP)
+                        } else if self.room && !self.neighbour() {
+                            (limit / 2).max(EXPLORE_FIRST_STEP)
+                        } else {
+                            EXPLORE_FIRST_STEP
+                        };
                     self.found = 0;
                     self.room = false;
                     // The windows rested under the old ceiling do not count
@@ -4248,8 +4261,8 @@ mod tests {
     #[test]
     fn ceiling_counts_toward_a_yield_only_the_windows_rested_under_the_ceiling_it_found() {
         // A limit that rested long under a ceiling of 21: its next yield is
-        // due. The ceiling moves up; the limit explores to 100, fails there
-        // and lands at 99. Its first yield there waits its own period at 99
+        // due. The ceiling moves up; the limit explores to 92, fails there
+        // and lands at 91. Its first yield there waits its own period at 91
         // (5 windows), not the window after it lands.
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 21 },
@@ -4259,20 +4272,20 @@ mod tests {
             ..Ceiling::default()
         };
         let mut limit = 21;
-        for want in [22, 23, 34, 56, 100] {
+        for want in [22, 23, 46, 92] {
             limit = law.next_limit(limit, &full(limit));
             assert_eq!(limit, want);
         }
-        assert_eq!(law.next_limit(100, &win(2, 1, 100, 50.0, 3)), 99);
-        let mut limit = 99;
+        assert_eq!(law.next_limit(92, &win(2, 1, 92, 50.0, 3)), 91);
+        let mut limit = 91;
         let mut windows = 0;
-        while limit >= 99 {
+        while limit >= 91 {
             limit = law.next_limit(limit, &full(limit));
             windows += 1;
             assert!(windows <= 100, "no yield");
         }
-        assert_eq!(law.phase, Phase::Known { ceiling: 100 });
-        assert_eq!(windows, law.yield_every(99));
+        assert_eq!(law.phase, Phase::Known { ceiling: 92 });
+        assert_eq!(windows, law.yield_every(91));
         assert!(windows > 1);
     }
 
@@ -4548,7 +4561,7 @@ mod tests {
         // Three tries in a row that found room, quietly, while a neighbour
         // shows itself: three of its gifts can make that run. The
         // exploration starts from EXPLORE_FIRST_STEP, not half the limit
-        // (36 → 37 → 38 → 57 alone).
+        // (36 → 37 → 38 → 76 alone).
         let climb = |since_neighbour: u32| {
             let mut law = Ceiling {
                 phase: Phase::Known { ceiling: 36 },
@@ -4563,7 +4576,7 @@ mod tests {
             seen
         };
         assert_eq!(climb(0), [36, 37, 38, 42, 50]);
-        assert_eq!(climb(u32::MAX), [36, 37, 38, 57, 95]);
+        assert_eq!(climb(u32::MAX), [36, 37, 38, 76, 152]);
     }
 
     #[test]
@@ -4573,8 +4586,8 @@ mod tests {
             ..Ceiling::default()
         };
         // Room found at the ceiling three times in a row is a ceiling that
-        // moved up: take one permit at a time, then climb by half the limit
-        // (11), and double the step each window (22, 44, ...).
+        // moved up: take one permit at a time, then climb by the limit
+        // (23), and double the step each window (46, 92, ...).
         let climb_with = |ceiling: usize, windows: usize, noise: f64| {
             let mut law = Ceiling {
                 phase: Phase::Known { ceiling },
@@ -4590,17 +4603,17 @@ mod tests {
         };
         let climb = |ceiling, windows| climb_with(ceiling, windows, 0.0);
         let (mut law, seen) = climb(21, 5);
-        assert_eq!(seen, [21, 22, 23, 34, 56, 100]);
-        // Under 8, the first step is 4 (the exploration starts at 5, whose
-        // half is 2).
-        assert_eq!(climb(3, 5).1, [3, 4, 5, 9, 17, 33]);
+        assert_eq!(seen, [21, 22, 23, 46, 92, 184]);
+        // The first step is at least 4 (here 5, the limit).
+        assert_eq!(climb(3, 5).1, [3, 4, 5, 10, 20, 40]);
+        assert_eq!(climb(1, 4).1, [1, 2, 3, 7, 15]);
         // Where noise could have made the room (a rate that fails 0.21
         // samples of a window of 420), the first step is 4.
         assert_eq!(climb_with(21, 5, 5e-4).1, [21, 22, 23, 27, 35, 51]);
-        // 100 fails; 56 was served where 56 was the limit: descend from
-        // 100 toward it (by 1: 44 / 64, rounded up).
-        assert_eq!(law.next_limit(100, &win(2, 1, 100, 50.0, 3)), 99);
-        assert_eq!(law.phase, Phase::Known { ceiling: 100 });
+        // 184 fails; 92 was served where 92 was the limit: descend from
+        // 184 toward it (by 2: 92 / 64, rounded up).
+        assert_eq!(law.next_limit(184, &win(2, 1, 184, 50.0, 3)), 182);
+        assert_eq!(law.phase, Phase::Known { ceiling: 184 });
         // That was no neighbour: the room lasted.
         assert!(!law.neighbour());
         // Room that runs out before that was a neighbour's permit: the
@@ -5403,8 +5416,8 @@ mod tests {
         assert_eq!(law.next_limit(22, &full(22)), 23);
         // The window ran at 22, not 23.
         assert_eq!(law.next_limit(22, &full(22)), 23);
-        assert_eq!(law.next_limit(23, &full(23)), 34);
-        assert_eq!(law.phase, Phase::Explore { step: 22 });
+        assert_eq!(law.next_limit(23, &full(23)), 46);
+        assert_eq!(law.phase, Phase::Explore { step: 46 });
         // Asked again and withheld again: the law rests and probes later.
         let mut law = Ceiling {
             phase: Phase::Known { ceiling: 21 },
