@@ -4610,6 +4610,26 @@ mod tests {
         // Where noise could have made the room (a rate that fails 0.21
         // samples of a window of 420), the first step is 4.
         assert_eq!(climb_with(21, 5, 5e-4).1, [21, 22, 23, 27, 35, 51]);
+        // Where the backend has queued, or drops, half the limit.
+        for law in [
+            Ceiling {
+                latency_seen: true,
+                ..known()
+            },
+            Ceiling {
+                since_drop: 0,
+                drop_wait: 1000.0 * MS,
+                ..known()
+            },
+        ] {
+            let mut law = law;
+            let mut seen = vec![21];
+            for _ in 0..5 {
+                let l = *seen.last().unwrap();
+                seen.push(law.next_limit(l, &full(l)));
+            }
+            assert_eq!(seen, [21, 22, 23, 34, 56, 100]);
+        }
         // 184 fails; 92 was served where 92 was the limit: descend from
         // 184 toward it (by 2: 92 / 64, rounded up).
         assert_eq!(law.next_limit(184, &win(2, 1, 184, 50.0, 3)), 182);
