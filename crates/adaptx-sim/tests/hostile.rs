@@ -261,8 +261,8 @@ fn the_shipped_suite_fits_the_default_limit_with_a_wide_margin() {
     // The estimate is itself an upper bound: the band check simulates about
     // 30x fewer requests than it estimates, the demo about 13x fewer. Under
     // the limit by 5x (the check) and 4x (the demo) on top of that leaves
-    // room for the suite to grow. (The demo, 7.0e9 events with 41
-    // scenarios, is 55x under the limit in requests simulated.)
+    // room for the suite to grow. (The demo, 6.4e9 events with 40
+    // scenarios, is 60x under the limit in requests simulated.)
     for (what, o, margin) in [("check", &check, 5.0), ("demo", &demo, 4.0)] {
         let est = work::check(&e, o, Limits::default()).unwrap();
         assert!(

@@ -58,9 +58,10 @@ const NOISE_FEW_SAMPLES_MAX_FRACTION: f64 = 0.2;
 const SLOW_START_GROWTH: f64 = 1.5;
 
 /// The least first step of a climb above a ceiling that moved up (after the
-/// probe's +1 came back clean three times); the first step is half the limit
-/// when that is more and a try found the room quietly, and each next one
-/// doubles.
+/// probe's +1 came back clean three times); where a try found the room
+/// quietly and no neighbour shows itself, the first step is the limit when
+/// that is more (half the limit where the backend drops or has queued, or a
+/// neighbour showed itself before), and each next one doubles.
 const EXPLORE_FIRST_STEP: usize = 4;
 
 /// A limit resting at a ceiling gives 7 % of itself away (keeps this
@@ -361,10 +362,12 @@ enum Phase {
 ///   when the ceiling is still there. A clean probe takes the permit and
 ///   tries one more the next window; room found three times in a
 ///   row means the ceiling moved up, and the limit climbs by itself (by
-///   half itself where the backend drops or has queued; by 4 where that is
+///   half itself where the backend drops or has queued, or a neighbour
+///   showed itself before; by 4 where that is
 ///   more, where no try found its room quietly — background noise could
 ///   have made it — or while a neighbour shows itself — its gifts could
-///   have), doubling the step per window until it fails. Where the backend answers overload at once, it then
+///   have), doubling the step per window until it fails. Where the backend
+///   answers overload at once, it then
 ///   descends from the failing level toward the last clean one by a 64th of
 ///   the gap per fresh failure until a window is clean: a failure costs
 ///   milliseconds, a clean window a second, so the new ceiling is found in
@@ -395,14 +398,11 @@ enum Phase {
 ///   nobody took it (the climb back met no failure) it waits twice as long
 ///   the next time, up to 160 windows, so a client alone pays almost
 ///   nothing; when the room was taken, it gives again at its own period.
-///   A limit its demand does not fill (a window's peak in flight under its
-///   utilization) never meets a ceiling, and the calls its demand keeps in
-///   flight keep their places from neighbours: it yields on the same
-///   schedule, counted in such windows, from what it used (7 % below the
-///   window's peak in flight, one permit under the peak held four windows
-///   more), then goes back to its limit; a return that fails rests one
-///   permit under the peak, below a ceiling shared with a neighbour. A try
-///   whose permit the demand did not fill found nothing: back to rest.
+///   A limit its demand does not fill never meets a ceiling and never
+///   yields: the calls its demand keeps in flight keep their places, and a
+///   neighbour that shares the backend gets only what they leave (it cannot
+///   tell that from a light load, where a yield would refuse calls at the
+///   busiest moments with nothing overloaded).
 /// - **Exchange.** While a neighbour has shown itself in the last 60 windows
 ///   — it took room this limit gave (where background noise could have failed
 ///   the return, at two of the last four returns), or room found at the
@@ -539,9 +539,6 @@ pub struct Ceiling {
     rest_failed: bool,
     /// Windows left to keep one permit of a yield free.
     yield_hold: u32,
-    /// A yield of a limit its demand does not fill, under way (see
-    /// [`Ceiling::idle_yield`]).
-    idle: IdleYield,
     /// Windows since the last sign of a neighbour sharing the ceiling
     /// (`u32::MAX`: none yet).
     since_neighbour: u32,
@@ -694,7 +691,6 @@ impl Ceiling {
             rested: 0,
             rest: 0,
             since_yield: 0,
-            idle: IdleYield::default(),
             yield_backoff: 1,
             yielding: false,
             yielded: false,
@@ -854,78 +850,36 @@ impl Ceiling {
             .min(YIELD_EVERY_MAX)
     }
 
-    /// After a clean window: the limit of a yield by a limit its demand does
-    /// not fill. Such a limit never meets the ceiling, so it never rests
-    /// below one and never gives room away at rest, while the calls its
-    /// demand sends keep their places in the backend (each one that returns
-    /// sends the next at once): a neighbour sharing the backend can never
-    /// take one, and its probes all fail. So it yields too, on the resting
-    /// schedule ([`Ceiling::yield_every`], counted in its unfilled windows)
-    /// and from what it used: down to `YIELD_KEEP` of the window's peak in
-    /// flight, then one permit under the peak for `YIELD_HOLD` windows from
-    /// a peak of `YIELD_HOLD_FROM`, then back to its limit. A return that
-    /// fails was taken ([`Ceiling::overloaded`] reads it as a neighbour's
-    /// sign, and cuts toward what was served, so the limit comes to rest
-    /// below a ceiling it shares); one that runs clean gives less often, as
-    /// at rest. (Two clients with 50 calls each on a backend of 70, one
-    /// starting at a limit of 100: it kept its 50 places for the whole run,
-    /// shares 1.43 and 0.57 of the fair one.) A lone limit under a light
-    /// load pays for a few yields at its busiest moments: its demand rarely
-    /// reaches the peak again in the windows after.
-    fn idle_yield(&mut self, limit: usize, w: &WindowSummary, busy: bool) -> Option<usize> {
-        if self.idle.from > 0 {
-            if self.idle.hold > 0 {
-                self.idle.hold -= 1;
-                return Some(self.idle.level.max(limit));
-            }
-            if limit < self.idle.from {
-                // Back to the limit it had; the window after tells whether
-                // the room was taken. (Withheld by the limiter, asked again.)
-                return Some(self.idle.from);
-            }
-            // Back, and clean: nobody took the room. Give it less often.
-            self.idle = IdleYield::default();
-            self.yielding = false;
-            self.returns <<= 1;
-            if self.yield_every(limit) < YIELD_EVERY_MAX {
-                self.yield_backoff = self.yield_backoff.saturating_mul(2);
-            }
-            return None;
-        }
-        let at_rest = match self.phase {
-            Phase::SlowStart | Phase::Explore { .. } => true,
-            Phase::Known { ceiling } => limit + 1 >= ceiling,
-        };
-        let peak = w.peak_in_flight;
-        if busy
-            || !at_rest
-            || w.failures > 0
-            || w.stale_failures > 0
-            || self.yielding
-            || self.given > 0
-            || self.awaiting != 0
-            || self.held()
-        {
-            return None;
-        }
-        self.since_yield += 1;
-        let to = (peak as f64 * YIELD_KEEP) as usize;
-        if peak < YIELD_FROM || to == 0 || self.since_yield < self.yield_every(peak) {
-            return None;
-        }
+    /// Starts a yield at `limit`: its resting count restarts, and one permit
+    /// of it stays free `YIELD_HOLD` windows more from a limit of
+    /// `YIELD_HOLD_FROM`.
+    fn start_yield(&mut self, limit: usize) -> u32 {
         self.since_yield = 0;
         self.yielding = true;
         self.yielded = true;
-        self.idle = IdleYield {
-            from: limit,
-            level: peak - 1,
-            hold: if peak >= YIELD_HOLD_FROM {
-                YIELD_HOLD
-            } else {
-                0
-            },
-        };
-        Some(to)
+        if limit >= YIELD_HOLD_FROM {
+            YIELD_HOLD
+        } else {
+            0
+        }
+    }
+
+    /// Room a yield gave away was taken: a neighbour shares the ceiling.
+    /// Keep giving at the limit's own period.
+    fn yield_taken(&mut self) {
+        self.yielding = false;
+        self.yield_backoff = 1;
+        self.neighbour_sign();
+    }
+
+    /// Back from a yield at `limit` without a failure: nobody took the room.
+    /// Give it less often.
+    fn yield_untaken(&mut self, limit: usize) {
+        self.returns <<= 1;
+        self.yielding = false;
+        if self.yield_every(limit) < YIELD_EVERY_MAX {
+            self.yield_backoff = self.yield_backoff.saturating_mul(2);
+        }
     }
 
     /// Whether the backend drops what it cannot take: failures (overload, or
@@ -994,8 +948,9 @@ impl Ceiling {
         self.phase = Phase::Known { ceiling };
         self.rested = 0;
         // A new resting level ends the hold of a yield (kept one below the
-        // old one).
+        // old one) and the probe owed to the old one.
         self.yield_hold = 0;
+        self.owed = false;
     }
 
     /// Whether `failures` of `samples` are more than background noise could
@@ -1124,19 +1079,6 @@ impl Ceiling {
     /// `limit`.
     fn overloaded(&mut self, limit: usize, failures: u64, samples: u64) -> usize {
         self.found = 0;
-        // A yield of a limit its demand did not fill ends here. Where its
-        // return failed more than noise explains, the room it gave was
-        // taken: a neighbour shares the ceiling, and the limit rests where it
-        // kept one permit of the yield free, one under what it used.
-        let idle = std::mem::take(&mut self.idle);
-        if idle.from > 0 && limit >= idle.from && self.significant(failures, samples) {
-            self.yielding = false;
-            self.yield_backoff = 1;
-            self.neighbour_sign();
-            let next = idle.level.min(limit - 1).max(1);
-            self.remember(next + 1);
-            return next;
-        }
         if std::mem::take(&mut self.room) {
             // Room found at the ceiling ran out within two windows: it was
             // a neighbour's permit, not a ceiling that moved.
@@ -1162,10 +1104,7 @@ impl Ceiling {
         }
         if self.yielding {
             // The room given away was taken: a neighbour shares the ceiling.
-            // Keep giving at the limit's own period.
-            self.yielding = false;
-            self.yield_backoff = 1;
-            self.neighbour_sign();
+            self.yield_taken();
         }
         let tenth = (limit as f64 * DECREASE) as usize;
         let descend = std::mem::take(&mut self.descend);
@@ -1970,19 +1909,18 @@ impl Ceiling {
     /// the window and the learned background rate would fail fewer than one
     /// sample in twenty such windows, so room a probe finds is a neighbour's
     /// (or a ceiling that moved), not a timeout yet to come or noise.
-    fn grow(&mut self, limit: usize, quiet: bool, filled: bool) -> usize {
+    fn grow(&mut self, limit: usize, quiet: bool) -> usize {
         match self.phase {
             // Rounded down: up, 15 grew to 23 and a ceiling of 15 saw 1.53 ×
             // itself. (At 1 the one permit more is twice.)
             Phase::SlowStart => ((limit as f64 * SLOW_START_GROWTH) as usize).max(limit + 1),
             Phase::Known { ceiling } => {
                 let rest_at = ceiling - 1;
-                let withheld = self.found > 0 && self.asked == ceiling && limit == rest_at;
-                if self.found == 0 && self.asked == ceiling && limit == rest_at {
-                    // A plain probe withheld: postponed to the next one (see
-                    // below), which is owed.
-                    self.owed = true;
-                }
+                let asked_probe = self.asked == ceiling && limit == rest_at;
+                let withheld = self.found > 0 && asked_probe;
+                // A plain probe withheld: postponed to the next one (see
+                // below), which is owed.
+                self.owed |= self.found == 0 && asked_probe;
                 if withheld && !std::mem::replace(&mut self.reasked, true) {
                     // In a run of tries that found room, the limiter withheld
                     // the next step this law asked for (its increase jitter):
@@ -2023,16 +1961,13 @@ impl Ceiling {
                 } else if limit == rest_at {
                     // Back at rest without a failure: nobody took what the
                     // exchange gave.
-                    if std::mem::take(&mut self.given) > 0 || self.yielding {
-                        self.returns <<= 1;
-                    }
                     if self.yielding {
                         // Back at rest without a failure: nobody took the
-                        // room. Give it less often.
-                        self.yielding = false;
-                        if self.yield_every(limit) < YIELD_EVERY_MAX {
-                            self.yield_backoff = self.yield_backoff.saturating_mul(2);
-                        }
+                        // room.
+                        self.given = 0;
+                        self.yield_untaken(limit);
+                    } else if std::mem::take(&mut self.given) > 0 {
+                        self.returns <<= 1;
                     }
                     self.rested += 1;
                     if self.neighbour() {
@@ -2078,14 +2013,7 @@ impl Ceiling {
                         // back: a neighbour sharing the ceiling may take it
                         // (the bigger the limit, the more it gives), so
                         // shares even out.
-                        self.since_yield = 0;
-                        self.yielding = true;
-                        self.yielded = true;
-                        self.yield_hold = if limit >= YIELD_HOLD_FROM {
-                            YIELD_HOLD
-                        } else {
-                            0
-                        };
+                        self.yield_hold = self.start_yield(limit);
                         return (limit as f64 * YIELD_KEEP) as usize;
                     }
                     if probe_due {
@@ -2105,17 +2033,6 @@ impl Ceiling {
                     // explore. Room that runs out before that was a
                     // neighbour's (see `overloaded`), unless noise or late
                     // failures could have made it.
-                    if !filled {
-                        // The demand never filled the permit tried: it, not
-                        // the backend, ended the try, which found nothing.
-                        // Back to rest below the same ceiling. (Counted as
-                        // room, a limit resting at its demand of 50 calls
-                        // found room at every try and explored to 78, where
-                        // its calls kept their places from a neighbour.)
-                        self.found = 0;
-                        self.room = false;
-                        return rest_at;
-                    }
                     if self.soft.tolerates(limit) {
                         // A level accepted past a soft ceiling's onset,
                         // climbed back to after a cut: its failures are the
@@ -2137,7 +2054,13 @@ impl Ceiling {
                     }
                     // The first step is the limit (at least
                     // EXPLORE_FIRST_STEP) when a try found room quietly at a
-                    // backend that answers at once and has not queued: the
+                    // backend that answers at once and has not queued, where
+                    // no neighbour has shown itself since the limit started
+                    // (or last read overload as a ceiling that fell for
+                    // everyone; a neighbour seen long ago can still give
+                    // three gifts in a row, and from the limit itself those
+                    // explorations failed 1–4 % of the calls of two clients
+                    // on 130 on some seeds, 0.3–1.1 % from half of it): the
                     // limit doubles every window, and a ceiling ten times
                     // higher is reached in four (a step from 10 to 100
                     // behind 200 ms: 10 → 8 s at the median of 90 seeds; from
@@ -2164,14 +2087,17 @@ impl Ceiling {
                     // of its step on the way back down (three clients on 90,
                     // 18 a time: 0.8–0.9 % of the calls on some seeds, the
                     // goal 0.5 %).
-                    let first =
-                        if self.room && !self.neighbour() && !self.drops() && !self.latency_seen {
-                            limit.max(EXPLORE_FIRST_STEP)
-                        } else if self.room && !self.neighbour() {
-                            (limit / 2).max(EXPLORE_FIRST_STEP)
-                        } else {
-                            EXPLORE_FIRST_STEP
-                        };
+                    let first = if self.room
+                        && self.since_neighbour == u32::MAX
+                        && !self.drops()
+                        && !self.latency_seen
+                    {
+                        limit.max(EXPLORE_FIRST_STEP)
+                    } else if self.room && !self.neighbour() {
+                        (limit / 2).max(EXPLORE_FIRST_STEP)
+                    } else {
+                        EXPLORE_FIRST_STEP
+                    };
                     self.found = 0;
                     self.room = false;
                     // The windows rested under the old ceiling do not count
@@ -2272,11 +2198,14 @@ impl Ceiling {
         self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
         // Counted from the window that ran at the ceiling, not from the
         // decision that asked for it: the limiter withholds some increases
-        // (its jitter), and a probe withheld is asked for again at once.
+        // (its jitter), and a probe withheld is owed, not paced again.
         // (Counted from the ask, two withheld in a row kept a limit of 10
         // from a ceiling that had moved to 100 for 14 s.)
         self.since_try_calls = match self.phase {
-            Phase::Known { ceiling } if limit >= ceiling => 0,
+            Phase::Known { ceiling } if limit >= ceiling => {
+                self.owed = false;
+                0
+            }
             _ => self.since_try_calls.saturating_add(w.samples),
         };
         if self.awaiting == limit {
@@ -2463,10 +2392,6 @@ impl Ceiling {
             Judge::Hold => return limit,
         };
         if let Some(next) = self.latency_limit(limit, w, latency, busy) {
-            self.idle = IdleYield::default();
-            return next;
-        }
-        if let Some(next) = self.idle_yield(limit, w, busy) {
             return next;
         }
         if !busy {
@@ -2509,7 +2434,7 @@ impl Ceiling {
             // ran away to where a third of the calls failed.)
             self.soft = SoftRest::default();
         }
-        self.grow(limit, quiet, w.peak_in_flight >= limit)
+        self.grow(limit, quiet)
     }
 
     /// Notes that `limit` was in force for a window of `nanos`; a new limit
@@ -2716,16 +2641,6 @@ const RECENT: usize = 16;
 /// calls that timed out in them (and the most in one window), and the sums
 /// of what the measured ones served and of how far that fell short of their
 /// limits (and how many were measured).
-/// A yield of a limit its demand does not fill (see [`Ceiling::idle_yield`]):
-/// the limit to return to (0: none under way), the level that keeps one
-/// permit of the yield free, and the windows left to keep it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct IdleYield {
-    from: usize,
-    level: usize,
-    hold: u32,
-}
-
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Unfilled {
     ceiling: usize,
@@ -4182,82 +4097,6 @@ mod tests {
         assert_eq!(gaps_of(&mut noisy, next, 1), [own]);
     }
 
-    /// A window of a limit whose demand keeps `peak` calls in flight: clean,
-    /// 20 calls per permit used, 50 ms.
-    fn demand(peak: usize) -> WindowSummary {
-        win(20 * peak as u64, 0, peak, 50.0, 1000)
-    }
-
-    #[test]
-    fn ceiling_yields_from_what_it_uses_when_its_demand_does_not_fill_the_limit() {
-        // A limit of 100 whose demand keeps 50 calls in flight never meets a
-        // ceiling: after YIELD_EVERY_MIN unfilled windows it yields from what
-        // it uses (50 · 0.93 = 46), keeps one permit of that free for
-        // YIELD_HOLD windows (49), then returns to 100. Nobody took the room
-        // (the window back at 100 ran clean): the next yield waits its own
-        // period doubled (300 / 50 · 2 = 12 windows) after that one.
-        let mut law = Ceiling::default();
-        let mut limits = Vec::new();
-        let mut limit = 100;
-        for _ in 0..(5 + YIELD_HOLD as usize + 2 + 12) {
-            let w = if limit >= 50 { demand(50) } else { full(limit) };
-            limit = law.next_limit(limit, &w);
-            limits.push(limit);
-        }
-        let mut want = vec![100; 4];
-        want.push(46);
-        want.extend([49; YIELD_HOLD as usize]);
-        want.extend([100; 13]);
-        want.push(46);
-        assert_eq!(limits, want);
-        assert_eq!(law.phase, Phase::SlowStart);
-        // A limit its demand fills does not yield this way.
-        let mut busy = Ceiling::default();
-        let mut limit = 10;
-        for _ in 0..3 {
-            limit = busy.next_limit(limit, &full(limit));
-        }
-        assert_eq!(limit, 33, "slow start: 10, 15, 22, 33");
-    }
-
-    #[test]
-    fn ceiling_rests_one_under_what_it_used_when_its_idle_yield_was_taken() {
-        // The return from the yield fails (a neighbour took the room): the
-        // limit rests at 49, below a ceiling of 50, and believes in the
-        // neighbour; it does not cut a tenth at a time from 100.
-        let mut law = Ceiling::default();
-        let mut limit = 100;
-        while limit != 46 {
-            limit = law.next_limit(limit, &demand(50));
-        }
-        for _ in 0..=YIELD_HOLD {
-            limit = law.next_limit(limit, &full(limit));
-        }
-        assert_eq!(limit, 100);
-        assert_eq!(law.next_limit(100, &win(3, 1, 50, 50.0, 2)), 49);
-        assert_eq!(law.phase, Phase::Known { ceiling: 50 });
-        assert!(law.neighbour());
-        // Its next window at rest is an ordinary one.
-        assert_eq!(law.idle, IdleYield::default());
-    }
-
-    #[test]
-    fn ceiling_try_its_demand_does_not_fill_finds_no_room() {
-        // Resting at 49 below 50, with a demand of 50 calls: the try at 50 is
-        // filled and clean, room; the try at 51 is not filled (busy by the
-        // utilization gate, 50 of 51): it found nothing, back to rest at 50.
-        let mut law = Ceiling {
-            phase: Phase::Known { ceiling: 50 },
-            rest: 0,
-            ..Ceiling::default()
-        };
-        assert_eq!(law.next_limit(49, &full(49)), 50);
-        assert_eq!(law.next_limit(50, &demand(50)), 51);
-        assert_eq!(law.next_limit(51, &demand(50)), 50);
-        assert_eq!(law.phase, Phase::Known { ceiling: 51 });
-        assert_eq!(law.found, 0);
-    }
-
     #[test]
     fn ceiling_counts_toward_a_yield_only_the_windows_rested_under_the_ceiling_it_found() {
         // A limit that rested long under a ceiling of 21: its next yield is
@@ -4577,6 +4416,10 @@ mod tests {
         };
         assert_eq!(climb(0), [36, 37, 38, 42, 50]);
         assert_eq!(climb(u32::MAX), [36, 37, 38, 76, 152]);
+        // One seen long ago: half the limit (a neighbour's gifts made runs
+        // of three tries later on, and from the limit itself their
+        // explorations failed 1–4 % of the calls of two clients on 130).
+        assert_eq!(climb(NEIGHBOUR_WINDOWS), [36, 37, 38, 57, 95]);
     }
 
     #[test]
