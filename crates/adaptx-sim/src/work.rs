@@ -64,8 +64,8 @@ pub const EVENTS_PER_CORE_SECOND: f64 = 2e6;
 /// 1.6 × 10⁸ requests (40–80 core-seconds); the demo, with the peers' laws,
 /// the baselines and the oracle, estimates 6.4 × 10⁹ and simulates 5 × 10⁸
 /// (one to three core-minutes). The default admits those with margins of
-/// 5× and 4× (a test keeps them so), and refuses an open demand of 10⁸
-/// requests per second for two minutes.
+/// 5.8× and 4.7×, and refuses an open demand of 10⁸ requests per second for
+/// two minutes.
 pub const DEFAULT_MAX_EVENTS: f64 = 3e10;
 
 /// Default `--max-memory-mib`: 4 GiB of per-second series kept for the

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use adaptx_sim::bounds::{MAX_FILE_BYTES, MAX_SEEDS};
 use adaptx_sim::suite::{self, Entry, Options, parse_seeds};
 use adaptx_sim::work::{self, DEFAULT_MAX_EVENTS, Limits};
-use adaptx_sim::{Law, Policy, Scenario, parse_duration};
+use adaptx_sim::{Policy, Scenario, parse_duration};
 use proptest::prelude::*;
 
 /// A small valid scenario; the tests replace one line of it.
@@ -251,19 +251,14 @@ fn the_shipped_suite_fits_the_default_limit_with_a_wide_margin() {
         seeds: (0..10).collect(),
         ..Options::default()
     };
-    // What the README's first command runs: every law of adaptx's and the
-    // peers', with the baselines and the oracle.
     let demo = Options {
-        laws: Law::DEFAULT.into_iter().chain(Law::PEERS).collect(),
         baselines: true,
         ..Options::default()
     };
-    // The estimate is itself an upper bound: the band check simulates about
-    // 30x fewer requests than it estimates, the demo about 13x fewer. Under
-    // the limit by 5x (the check) and 4x (the demo) on top of that leaves
-    // room for the suite to grow. (The demo, 6.4e9 events with 40
-    // scenarios, is 60x under the limit in requests simulated.)
-    for (what, o, margin) in [("check", &check, 5.0), ("demo", &demo, 4.0)] {
+    // The estimate is itself an upper bound (the shipped band check simulates
+    // about 20x fewer requests than it estimates); 5x under the limit on top
+    // of that leaves room for the suite to grow.
+    for (what, o, margin) in [("check", &check, 5.0), ("demo", &demo, 5.0)] {
         let est = work::check(&e, o, Limits::default()).unwrap();
         assert!(
             est.events() * margin < DEFAULT_MAX_EVENTS,
