@@ -65,7 +65,8 @@ pub const EVENTS_PER_CORE_SECOND: f64 = 2e6;
 /// the baselines and the oracle, estimates 6.4 × 10⁹ and simulates 5 × 10⁸
 /// (one to three core-minutes). The default admits those with margins of
 /// 5.8× and 4.7×, and refuses an open demand of 10⁸ requests per second for
-/// two minutes.
+/// two minutes run by adaptx's four concurrency laws (4.8 × 10¹⁰ events; one
+/// law alone, 1.2 × 10¹⁰ events and about 100 core-minutes, is admitted).
 pub const DEFAULT_MAX_EVENTS: f64 = 3e10;
 
 /// Default `--max-memory-mib`: 4 GiB of per-second series kept for the
