@@ -1998,17 +1998,20 @@ impl Ceiling {
                     let spaced = (!self.drops()
                         || self.since_try_nanos as f64 >= TRY_TIMEOUTS * self.drop_wait)
                         && paced;
-                    let probe_due = self.rested >= self.rest && spaced;
-                    // A yield due with an owed probe waits for the probe: the
-                    // yield and its hold would put it off six windows more (a
-                    // probe withheld a window before a step from 20 to 100,
-                    // then a yield: the new ceiling met 16 s after the step,
-                    // 8 s at the median seed).
+                    // A yield due with an owed probe waits for the probe,
+                    // which is due at once (the rest drawn when it was asked
+                    // does not count): the yield and its hold would put it
+                    // off six windows more (a probe withheld a window before
+                    // a step from 20 to 100, then a yield: the new ceiling
+                    // met 16 s after the step, 8 s at the median seed; with
+                    // the probe due only once that rest was over, a yield two
+                    // windows after a withheld probe still came first, and
+                    // the new ceiling was met after 16 s).
                     self.since_yield += 1;
-                    if self.since_yield >= self.yield_every(limit)
-                        && limit >= YIELD_FROM
-                        && !(probe_due && self.owed)
-                    {
+                    let yield_due =
+                        self.since_yield >= self.yield_every(limit) && limit >= YIELD_FROM;
+                    let probe_due = (self.rested >= self.rest || yield_due && self.owed) && spaced;
+                    if yield_due && !(probe_due && self.owed) {
                         // Give 7 % of the room away for a window and climb
                         // back: a neighbour sharing the ceiling may take it
                         // (the bigger the limit, the more it gives), so
@@ -5329,6 +5332,22 @@ mod tests {
         assert_eq!(owed.next_limit(20, &full(20)), 18);
         let mut plain = due(20);
         assert_eq!(plain.next_limit(20, &full(20)), 18);
+        // The rest drawn when the withheld probe was asked has not run out:
+        // owed, the probe still goes first; not owed, the yield does.
+        let fresh = |asked: usize| Ceiling {
+            rested: 0,
+            rest: 4,
+            ..due(asked)
+        };
+        assert_eq!(fresh(21).next_limit(20, &full(20)), 21);
+        assert_eq!(fresh(20).next_limit(20, &full(20)), 18);
+        // No yield due: an owed probe waits for its rest.
+        let mut resting = Ceiling {
+            since_yield: 0,
+            ..fresh(21)
+        };
+        assert_eq!(resting.next_limit(20, &full(20)), 20);
+        assert!(resting.owed);
     }
 
     #[test]
