@@ -1824,11 +1824,7 @@ impl Ceiling {
         // dropped every call it added (26 → 42 serving 29 of a ceiling of
         // 30 went on to 74 behind a 10 s timeout, and the 44 dropped calls
         // held their permits, serving nothing, for 8 s).
-        let below = match self.phase {
-            Phase::Known { ceiling } if limit >= ceiling => (limit - 1) as f64 - self.short_before,
-            Phase::Explore { step } => limit as f64 - (step / 2) as f64 / 2.0,
-            _ => return None,
-        };
+        let below = self.room_above(limit)?;
         let served = self.served.filter(|&n| n < below + 0.5)?;
         let next = if let Phase::Explore { .. } = self.phase {
             // Exploring: the ceiling is what was served.
@@ -1849,6 +1845,19 @@ impl Ceiling {
         self.await_dropped(limit)
     }
 
+    /// What a window at a try or an exploration's step must serve more than
+    /// (by half a permit) to have found room where the backend drops (see
+    /// [`Ceiling::no_room`]); `None` at any other window.
+    fn room_above(&self, limit: usize) -> Option<f64> {
+        match self.phase {
+            Phase::Known { ceiling } if limit >= ceiling => {
+                Some((limit - 1) as f64 - self.short_before)
+            }
+            Phase::Explore { step } => Some(limit as f64 - (step / 2) as f64 / 2.0),
+            _ => None,
+        }
+    }
+
     /// Where the backend drops, the limit after a window at a try or an
     /// exploration's step that found no room ([`Ceiling::no_room`]): held
     /// until the calls the backend dropped come back at the timeout (the
@@ -1856,9 +1865,10 @@ impl Ceiling {
     /// free), for at most [`TRY_AWAIT_TIMEOUTS`] timeouts; then back to rest
     /// (a try) or to what the step served (an exploration). `None` where no
     /// limit awaits at `limit`. Where nothing was dropped (a window
-    /// that measured the try short by its latency's spread, or an open
-    /// demand's gap), nothing comes back, and the hold lasts the 1.5
-    /// timeouts, whatever the windows meanwhile measure.
+    /// that measured the try short by its latency's spread, the late fill of
+    /// the permit it added, or an open demand's gap), nothing comes back,
+    /// and the hold lasts the 1.5 timeouts — unless a clean window at the
+    /// try serves the room meanwhile (see [`Ceiling::decide`]).
     ///
     /// Cut back while that call was out, the limit was full of it and of
     /// the calls the backend served: the next to come back was not sent
@@ -2420,6 +2430,24 @@ impl Ceiling {
             // an exploration from 55 to 555 on a ceiling of 400 cut back to
             // the 55 served before it).
             self.served = None;
+        }
+        // A try held as if it found no room (see `no_room`) whose clean
+        // window now serves more than the level below by half a permit:
+        // nothing was dropped, and the room is there. The hold ends and the
+        // try counts as room found. (Held to the end, 1 s windows of 110 ms
+        // calls read a try of 11 at 10.2 — its permit filled late — then
+        // 10.9, and the try went back to rest: a ceiling that stepped from
+        // 10 to 40 behind a 1 s timeout was met after 22 s.)
+        if self.awaiting == limit
+            && measured
+            && w.failures == 0
+            && matches!(self.phase, Phase::Known { ceiling } if limit == ceiling)
+            && self
+                .room_above(limit)
+                .zip(self.served)
+                .is_some_and(|(below, n)| n >= below + 0.5)
+        {
+            self.awaiting = 0;
         }
         if let Some(next) = self.await_dropped(limit) {
             return next;
@@ -4695,6 +4723,36 @@ mod tests {
         assert_eq!(law.awaiting, 21);
         law.next_limit(19, &win(380, 0, 19, 50.0, 1000));
         assert_eq!(law.awaiting, 0);
+    }
+
+    #[test]
+    fn ceiling_ends_the_hold_of_a_try_whose_next_window_served_the_room() {
+        // A 3 s timeout; resting at 20 below a ceiling of 21. The try's
+        // first window served 20 (the permit it added filled late): held, as
+        // if its call were dropped.
+        let held = || {
+            let mut law = Ceiling {
+                phase: Phase::Known { ceiling: 21 },
+                since_drop: 0,
+                drop_wait: 3000.0 * MS,
+                floor: Floor::at(50.0 * MS),
+                ..Ceiling::default()
+            };
+            assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 21);
+            assert_eq!(law.awaiting, 21);
+            law
+        };
+        // The next window served 21, clean: nothing was dropped, the room
+        // is there. The hold ends and the try found it: one more.
+        let mut law = held();
+        assert_eq!(law.next_limit(21, &win(420, 0, 21, 50.0, 1000)), 22);
+        assert_eq!(law.awaiting, 0);
+        assert_eq!(law.phase, Phase::Known { ceiling: 22 });
+        // Served 20.3, no more than the level below and half a permit: still
+        // held.
+        let mut law = held();
+        assert_eq!(law.next_limit(21, &win(406, 0, 21, 50.0, 1000)), 21);
+        assert_eq!(law.awaiting, 21);
     }
 
     #[test]
