@@ -2219,8 +2219,9 @@ impl Ceiling {
             })
             .flatten();
         self.since_try_nanos = self.since_try_nanos.saturating_add(w.duration_nanos);
-        // Counted from the window that ran at the ceiling, not from the
-        // decision that asked for it: the limiter withholds some increases
+        // The calls since a try are counted from the window that ran at the
+        // ceiling, not from the decision that asked for it (the nanoseconds
+        // are, see `since_try_nanos`): the limiter withholds some increases
         // (its jitter), and a probe withheld is owed, not paced again.
         // (Counted from the ask, two withheld in a row kept a limit of 10
         // from a ceiling that had moved to 100 for 14 s.)
