@@ -928,7 +928,12 @@ impl Ceiling {
     /// Whether a window at `limit` probes the remembered ceiling at a
     /// backend that answers at once: what [`SoftRest`] counts.
     fn probing(&self, limit: usize) -> bool {
-        matches!(self.phase, Phase::Known { ceiling } if limit == ceiling) && !self.drops()
+        self.at_ceiling(limit) && !self.drops()
+    }
+
+    /// Whether `limit` is the remembered ceiling: a probe or a try.
+    fn at_ceiling(&self, limit: usize) -> bool {
+        matches!(self.phase, Phase::Known { ceiling } if limit == ceiling)
     }
 
     /// Whether `limit` is the resting level, one below the remembered
@@ -2451,7 +2456,7 @@ impl Ceiling {
         if self.awaiting == limit
             && measured
             && w.failures == 0
-            && matches!(self.phase, Phase::Known { ceiling } if limit == ceiling)
+            && self.at_ceiling(limit)
             && self
                 .room_above(limit)
                 .zip(self.served)
