@@ -60,7 +60,7 @@ pub const EVENTS_PER_CORE_SECOND: f64 = 2e6;
 /// Default `--max-events`: 3 × 10¹⁰ estimated events, at most 250
 /// core-minutes at [`EVENTS_PER_CORE_SECOND`] — and usually far less, since
 /// the estimate is an upper bound: the shipped suite's band check over ten
-/// seeds (40 scenarios, every law) estimates 5.2 × 10⁹ events and simulates
+/// seeds (41 scenarios, every law) estimates 5.2 × 10⁹ events and simulates
 /// 1.6 × 10⁸ requests (40–80 core-seconds); the demo, with the peers' laws,
 /// the baselines and the oracle, estimates 6.4 × 10⁹ and simulates 5 × 10⁸
 /// (one to three core-minutes). The default admits those with margins of
