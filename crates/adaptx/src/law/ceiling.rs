@@ -559,12 +559,11 @@ pub struct Ceiling {
     /// being taken, not room it found running out (a lone limit one short of
     /// its ceiling finds and loses room once, after slow start).
     neighbour_took: bool,
-    /// Nanoseconds since the last return from a gift or a yield began, until
-    /// a timeout's worth of them has passed, and whether it was a yield's:
+    /// The last return from a gift or a yield, until a timeout's worth of
+    /// nanoseconds (and [`RETURN_CALL_SLACK`]) has passed since it began:
     /// where the backend drops, its call back at the timeout says a
     /// neighbour took the room (see [`Ceiling::return_dropped`]).
-    since_return: Option<u64>,
-    return_from_yield: bool,
+    returned: Option<Returned>,
     /// Whether room was taken at each of the last eight returns from a gift
     /// or a yield (bit 0 the last).
     returns: u8,
@@ -727,8 +726,7 @@ impl Ceiling {
             given: 0,
             gift_held: false,
             neighbour_took: false,
-            since_return: None,
-            return_from_yield: false,
+            returned: None,
             returns: 0,
             found: 0,
             room: false,
@@ -943,6 +941,12 @@ impl Ceiling {
     /// permit at each, at 0.6–0.8 of its ceiling.
     fn neighbour_sign(&mut self) {
         self.returns = (self.returns << 1) | 1;
+        self.believe_sign();
+    }
+
+    /// Believes the sign in bit 0 of `returns` (see
+    /// [`Ceiling::neighbour_sign`]).
+    fn believe_sign(&mut self) {
         if !self.noise_shows_in(self.full_samples)
             || (self.returns & SIGN_RETURNS_MASK).count_ones() >= 2
         {
@@ -955,30 +959,27 @@ impl Ceiling {
     /// the timeout: when that timeout, counted from the start of the last
     /// return from a gift or a yield, ends with this window (within
     /// [`RETURN_CALL_SLACK`] of it), the failed call is one the return sent
-    /// into room a neighbour had taken — a sign of it, a timeout late. (The
-    /// window closes on the failure, so its end is the failure's time; a
-    /// call the return sent went out as it began. Read from the window the
-    /// return served instead, a measure short by a permit or more — one
-    /// permit of 20 at 200 ms calls is within a second's spread — showed
-    /// lone limits neighbours, and their worst goodput fell from 0.993 to
-    /// 0.965.) Where that was a yield, it was taken (see
-    /// [`Ceiling::yield_taken`]). Returns past two timeouts are forgotten.
-    /// The limit's answer to the failure is the overload's, as before.
-    fn return_dropped(&mut self) {
-        let Some(since) = self.since_return else {
-            return;
-        };
-        let since = since as f64;
-        if (since - self.drop_wait).abs() <= RETURN_CALL_SLACK * self.drop_wait {
-            self.since_return = None;
-            if std::mem::take(&mut self.return_from_yield) {
-                self.yield_taken();
-            } else {
-                self.neighbour_sign();
-            }
-        } else if since > 2.0 * self.drop_wait {
-            self.since_return = None;
+    /// into room a neighbour had taken — a sign of it, a timeout late, and
+    /// the level the return ran at. (The window closes on the failure, so its
+    /// end is the failure's time; a call the return sent went out as it
+    /// began. Read from the window the return served instead, a measure
+    /// short by a permit or more — one permit of 20 at 200 ms calls is within
+    /// a second's spread — showed lone limits neighbours, and their worst
+    /// goodput fell from 0.993 to 0.965.) The sign takes the place of the
+    /// "untaken" the return's window noted in `returns`; a yield's return
+    /// read so was taken, and the next yield comes at its own period again.
+    fn return_dropped(&mut self) -> Option<usize> {
+        let r = self.returned?;
+        if (r.nanos as f64 - self.drop_wait).abs() > RETURN_CALL_SLACK * self.drop_wait {
+            return None;
         }
+        self.returned = None;
+        if r.from_yield {
+            self.yield_backoff = 1;
+        }
+        self.returns |= 1;
+        self.believe_sign();
+        Some(r.level)
     }
 
     /// Whether a window at `limit` probes the remembered ceiling at a
@@ -2056,7 +2057,9 @@ impl Ceiling {
                         {
                             return limit;
                         }
-                        self.gift_held = false;
+                        // Held once: a return the limiter withholds (its
+                        // jitter) is asked for again, not held again. The
+                        // next gift starts unheld.
                         return rest_at;
                     }
                     limit + (rest_at - limit).div_ceil(2)
@@ -2064,8 +2067,11 @@ impl Ceiling {
                     if self.yielding || self.given > 0 {
                         // The return's first window: its calls went out as
                         // it began (see `return_dropped`).
-                        self.since_return = Some(self.in_force_nanos);
-                        self.return_from_yield = self.yielding;
+                        self.returned = Some(Returned {
+                            nanos: self.in_force_nanos,
+                            level: limit,
+                            from_yield: self.yielding,
+                        });
                     }
                     // Back at rest without a failure: nobody took what the
                     // exchange gave.
@@ -2273,8 +2279,11 @@ impl Ceiling {
     /// [`ControlLaw::next_limit`], before it notes what it asked for.
     fn decide(&mut self, limit: usize, w: &WindowSummary) -> usize {
         self.since_neighbour = self.since_neighbour.saturating_add(1);
-        if let Some(since) = &mut self.since_return {
-            *since = since.saturating_add(w.duration_nanos);
+        if let Some(r) = &mut self.returned {
+            r.nanos = r.nanos.saturating_add(w.duration_nanos);
+            if self.drop_wait > 0.0 && r.nanos as f64 > (1.0 + RETURN_CALL_SLACK) * self.drop_wait {
+                self.returned = None;
+            }
         }
         self.note_in_force(limit, w);
         let ok = w
@@ -2381,6 +2390,21 @@ impl Ceiling {
                 || inconclusive && self.significant_at_limit(RUN_SIGNIFICANCE)
         };
         if overload {
+            let returned = (timed_out && w.failures > 0)
+                .then(|| self.return_dropped())
+                .flatten();
+            if let Some(level) = returned {
+                // The return's call: a neighbour took the room at `level`.
+                // As where a return's failure comes at once (see
+                // `overloaded`): rest one below it, below a ceiling of it;
+                // a gift in progress ends there. (Answered as an overload of
+                // the window it closed — often the next gift's, now two
+                // windows long — the ceiling fell two permits, not one.)
+                self.since_drop = 0;
+                self.given = 0;
+                self.remember(level);
+                return limit.min(level - 1).max(1);
+            }
             // Slow start's overload is its overshoot.
             let teaches = teaches && self.phase != Phase::SlowStart && fell.is_none();
             if soft {
@@ -2399,9 +2423,6 @@ impl Ceiling {
             // fell at every level.
             if self.descend == 0 {
                 self.overloads += 1;
-            }
-            if timed_out && w.failures > 0 {
-                self.return_dropped();
             }
             if timed_out && fell.is_none() && self.awaiting == limit {
                 if self.await_sent_again
@@ -2786,6 +2807,16 @@ struct Unfilled {
     served: f64,
     short: f64,
     measures: u32,
+}
+
+/// A return from a gift or a yield (see [`Ceiling::return_dropped`]):
+/// nanoseconds since it began, the level it returned to, and whether it was
+/// a yield's.
+#[derive(Debug, Clone, Copy)]
+struct Returned {
+    nanos: u64,
+    level: usize,
+    from_yield: bool,
 }
 
 /// The limits of the last windows and their lengths, the last first (a ring:
@@ -4870,14 +4901,27 @@ mod tests {
         let mut law = giving(0, true);
         assert_eq!(law.next_limit(19, &full(19)), 19);
         assert_eq!(law.next_limit(19, &full(19)), 20);
-        // The next gift is held a second window again.
-        law.gift_held = false;
-        law.given = 1;
-        assert_eq!(law.next_limit(19, &full(19)), 19);
+        // A return the limiter withheld (its jitter) is asked for again,
+        // not held a third window.
+        assert_eq!(law.next_limit(19, &full(19)), 20);
         // Where it rejects, or the only sign was room found running out:
         // one window.
         assert_eq!(giving(u32::MAX, true).next_limit(19, &full(19)), 20);
         assert_eq!(giving(0, false).next_limit(19, &full(19)), 20);
+        // A gift starts unheld, whatever the last one left (one cut short
+        // by a failure in its first window keeps its hold).
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            given: 0,
+            gift_held: true,
+            credit: 5.0,
+            turn: 1,
+            ..giving(0, true)
+        };
+        assert_eq!(law.next_limit(20, &full(20)), 15);
+        assert!(!law.gift_held);
+        assert_eq!(law.next_limit(15, &full(15)), 15);
+        assert_eq!(law.next_limit(15, &full(15)), 20);
         // A try that found room and failed the window after is such a sign:
         // it replaces a taken gift as the last one.
         let mut law = Ceiling {
@@ -4895,43 +4939,73 @@ mod tests {
     fn ceiling_reads_a_return_call_back_at_the_timeout_as_a_neighbour_taking_the_room() {
         // A lone limit resting at 20 below a ceiling of 21, behind a 2 s
         // timeout, gave a permit (19) and returns to 20 for a window.
+        let base = || Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            since_drop: 0,
+            drop_wait: 2000.0 * MS,
+            floor: Floor::at(50.0 * MS),
+            rest: 100,
+            ..Ceiling::default()
+        };
         let returned = || {
+            // An earlier return's room was taken (bit 1 after this one).
             let mut law = Ceiling {
-                phase: Phase::Known { ceiling: 21 },
-                since_drop: 0,
-                drop_wait: 2000.0 * MS,
-                floor: Floor::at(50.0 * MS),
                 given: 1,
-                rest: 100,
-                ..Ceiling::default()
+                returns: 1,
+                ..base()
             };
             assert_eq!(law.next_limit(19, &win(380, 0, 19, 50.0, 1000)), 20);
             assert_eq!(law.next_limit(20, &win(400, 0, 20, 50.0, 1000)), 20);
             assert!(!law.neighbour());
+            assert_eq!(law.returns & 1, 0);
             law
         };
         // A second later a call fails at the 2 s timeout: sent as the return
-        // began, into room a neighbour had taken.
+        // began, into room a neighbour had taken. A sign, in place of the
+        // return's "untaken"; rest one below the return's level.
         let mut law = returned();
-        law.next_limit(20, &timed_out_window(400, 20, 2000.0, 1000));
+        assert_eq!(
+            law.next_limit(20, &timed_out_window(400, 20, 2000.0, 1000)),
+            19
+        );
+        assert_eq!(law.phase, Phase::Known { ceiling: 20 });
         assert!(law.neighbour());
         assert!(law.neighbour_took);
-        // A call that failed at the timeout half a second later was sent a
-        // window into the return, not by it: no sign.
+        assert_eq!(law.returns & 0b111, 0b011);
+        // The same after two windows of half a second.
         let mut law = returned();
+        assert_eq!(law.next_limit(20, &win(200, 0, 20, 50.0, 500)), 20);
         law.next_limit(20, &timed_out_window(200, 20, 2000.0, 500));
-        law.next_limit(20, &timed_out_window(200, 20, 2000.0, 500));
+        assert!(law.neighbour());
+        // A call that failed at the timeout half a second later was sent
+        // half a second into the return, not by it: no sign.
+        let mut law = returned();
+        assert_eq!(law.next_limit(20, &win(200, 0, 20, 50.0, 500)), 20);
+        law.next_limit(20, &timed_out_window(400, 20, 2000.0, 1000));
         assert!(!law.neighbour());
+        // The failure closes a window of the next gift: the answer is the
+        // return's level's, a ceiling of 20 and rest at 19 (the gift ends),
+        // not an overload of the gift's level.
+        let mut law = returned();
+        (law.given, law.gift_held) = (1, true);
+        assert_eq!(
+            law.next_limit(19, &timed_out_window(380, 19, 2000.0, 1000)),
+            19
+        );
+        assert_eq!(law.phase, Phase::Known { ceiling: 20 });
+        assert_eq!(law.given, 0);
         // A yield's return read so: the yield was taken, and the next comes
-        // at its own period again.
+        // at its own period again (the return's window had read it untaken
+        // and doubled the period).
         let mut law = Ceiling {
             yielding: true,
             yield_backoff: 8,
-            given: 0,
-            ..returned()
+            ..base()
         };
-        law.since_return = Some(1000 * 1_000_000);
-        law.return_from_yield = true;
+        assert_eq!(law.next_limit(19, &win(380, 0, 19, 50.0, 1000)), 20);
+        assert_eq!(law.next_limit(20, &win(400, 0, 20, 50.0, 1000)), 20);
+        assert!(!law.yielding);
+        assert_eq!(law.yield_backoff, 16);
         law.next_limit(20, &timed_out_window(400, 20, 2000.0, 1000));
         assert!(law.neighbour());
         assert_eq!(law.yield_backoff, 1);
