@@ -4864,9 +4864,7 @@ mod tests {
     /// A window of `ok` successes of 50 ms and one failure that waited
     /// `waited_ms`, at `limit`, lasting `duration_ms`.
     fn timed_out_window(ok: u64, limit: usize, waited_ms: f64, duration_ms: u64) -> WindowSummary {
-        let mut w = win(ok, 1, limit, 50.0, duration_ms);
-        w.mean_rtt_nanos = (50.0 * ok as f64 + waited_ms) / (ok + 1) as f64 * MS;
-        w
+        waited(win(ok, 1, limit, 50.0, duration_ms), 50.0, waited_ms)
     }
 
     #[test]
@@ -4874,14 +4872,12 @@ mod tests {
         // 200 ms calls behind a 500 ms timeout: a failure back at 2.5 times
         // the successes' mean is a dropped call, not one answered at once.
         let mut law = Ceiling::default();
-        let mut w = win(90, 1, 20, 200.0, 1000);
-        w.mean_rtt_nanos = (200.0 * 90.0 + 500.0) / 91.0 * MS;
-        assert!(law.timed_out(&w, 90, 1, Some(200.0 * MS)));
-        assert_eq!(law.drop_wait, 500.0 * MS);
+        let w = win(90, 1, 20, 200.0, 1000);
+        assert!(law.timed_out(&waited(w, 200.0, 500.0), 90, 1, Some(200.0 * MS)));
+        assert!((law.drop_wait - 500.0 * MS).abs() < 1e-3);
         // A failure that took the service time (an error past a soft
         // ceiling), or a little more, is not.
-        w.mean_rtt_nanos = (200.0 * 90.0 + 350.0) / 91.0 * MS;
-        assert!(!law.timed_out(&w, 90, 1, Some(200.0 * MS)));
+        assert!(!law.timed_out(&waited(w, 200.0, 350.0), 90, 1, Some(200.0 * MS)));
     }
 
     #[test]
