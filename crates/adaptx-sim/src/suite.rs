@@ -17,7 +17,7 @@ use crate::sim::{self, capacity};
 
 /// The scenario files shipped in the repository's `scenarios/` directory,
 /// compiled in: (file name, text).
-pub const BUILTIN: [(&str, &str); 41] = [
+pub const BUILTIN: [(&str, &str); 40] = [
     ("01-ramp.toml", include_str!("../scenarios/01-ramp.toml")),
     (
         "02-light-load.toml",
@@ -174,10 +174,6 @@ pub const BUILTIN: [(&str, &str); 41] = [
     (
         "40-drop-step-down-long-timeout.toml",
         include_str!("../scenarios/40-drop-step-down-long-timeout.toml"),
-    ),
-    (
-        "41-drop-unequal-clients.toml",
-        include_str!("../scenarios/41-drop-unequal-clients.toml"),
     ),
 ];
 

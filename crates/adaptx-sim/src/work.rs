@@ -60,11 +60,11 @@ pub const EVENTS_PER_CORE_SECOND: f64 = 2e6;
 /// Default `--max-events`: 3 × 10¹⁰ estimated events, at most 250
 /// core-minutes at [`EVENTS_PER_CORE_SECOND`] — and usually far less, since
 /// the estimate is an upper bound: the shipped suite's band check over ten
-/// seeds (41 scenarios, every law) estimates 5.2 × 10⁹ events and simulates
+/// seeds (40 scenarios, every law) estimates 5.2 × 10⁹ events and simulates
 /// 1.6 × 10⁸ requests (40–80 core-seconds); the demo, with the peers' laws,
-/// the baselines and the oracle, estimates 6.5 × 10⁹ and simulates 5 × 10⁸
+/// the baselines and the oracle, estimates 6.4 × 10⁹ and simulates 5 × 10⁸
 /// (one to three core-minutes). The default admits those with margins of
-/// 5.8× and 4.6×, and refuses an open demand of 10⁸ requests per second for
+/// 5.8× and 4.7×, and refuses an open demand of 10⁸ requests per second for
 /// two minutes run by adaptx's four concurrency laws (4.8 × 10¹⁰ events; one
 /// law alone, 1.2 × 10¹⁰ events and about 100 core-minutes, is admitted).
 pub const DEFAULT_MAX_EVENTS: f64 = 3e10;

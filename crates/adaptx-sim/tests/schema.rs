@@ -64,8 +64,7 @@ fn the_shipped_scenarios_load() {
             "37-heavy-tail",
             "38-soft-noise",
             "39-drop-long-timeout",
-            "40-drop-step-down-long-timeout",
-            "41-drop-unequal-clients"
+            "40-drop-step-down-long-timeout"
         ]
     );
     assert!(
