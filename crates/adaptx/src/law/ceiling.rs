@@ -2390,9 +2390,11 @@ impl Ceiling {
                 || inconclusive && self.significant_at_limit(RUN_SIGNIFICANCE)
         };
         if overload {
-            let returned = (timed_out && w.failures > 0)
-                .then(|| self.return_dropped())
-                .flatten();
+            let returned = if timed_out && w.failures > 0 {
+                self.return_dropped()
+            } else {
+                None
+            };
             if let Some(level) = returned {
                 // The return's call: a neighbour took the room at `level`.
                 // As where a return's failure comes at once (see
@@ -4809,13 +4811,7 @@ mod tests {
     #[test]
     fn ceiling_holds_a_try_where_the_backend_drops_until_its_dropped_call_is_back() {
         // A 1 s timeout; resting at 20 below a ceiling of 21.
-        let trying = || Ceiling {
-            phase: Phase::Known { ceiling: 21 },
-            since_drop: 0,
-            drop_wait: 1000.0 * MS,
-            floor: Floor::at(50.0 * MS),
-            ..Ceiling::default()
-        };
+        let trying = || dropping_at_rest(1000.0);
         // The try of 21 served 20: its call was dropped. Held, not cut
         // while that call is out, and not grown on the windows after (too
         // short to measure what was served, or measured short again).
@@ -4859,6 +4855,18 @@ mod tests {
         assert_eq!(law.awaiting, 21);
         law.next_limit(19, &win(380, 0, 19, 50.0, 1000));
         assert_eq!(law.awaiting, 0);
+    }
+
+    /// A limit resting at 20 below a ceiling of 21, on 50 ms calls, at a
+    /// backend that drops behind a timeout of `timeout_ms`.
+    fn dropping_at_rest(timeout_ms: f64) -> Ceiling {
+        Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            since_drop: 0,
+            drop_wait: timeout_ms * MS,
+            floor: Floor::at(50.0 * MS),
+            ..Ceiling::default()
+        }
     }
 
     /// A window of `ok` successes of 50 ms and one failure that waited
@@ -4936,12 +4944,8 @@ mod tests {
         // A lone limit resting at 20 below a ceiling of 21, behind a 2 s
         // timeout, gave a permit (19) and returns to 20 for a window.
         let base = || Ceiling {
-            phase: Phase::Known { ceiling: 21 },
-            since_drop: 0,
-            drop_wait: 2000.0 * MS,
-            floor: Floor::at(50.0 * MS),
             rest: 100,
-            ..Ceiling::default()
+            ..dropping_at_rest(2000.0)
         };
         let returned = || {
             // An earlier return's room was taken (bit 1 after this one).
@@ -5013,13 +5017,7 @@ mod tests {
         // first window served 20 (the permit it added filled late): held, as
         // if its call were dropped.
         let held = || {
-            let mut law = Ceiling {
-                phase: Phase::Known { ceiling: 21 },
-                since_drop: 0,
-                drop_wait: 3000.0 * MS,
-                floor: Floor::at(50.0 * MS),
-                ..Ceiling::default()
-            };
+            let mut law = dropping_at_rest(3000.0);
             assert_eq!(law.next_limit(21, &win(400, 0, 21, 50.0, 1000)), 21);
             assert_eq!(law.awaiting, 21);
             law
