@@ -253,6 +253,13 @@ const MEASURE_MIN_OK: u64 = 10;
 /// is a backend that took no more, its refusals yet to come.
 const SHARE_MIN: f64 = 0.9;
 
+/// Standard deviations of the count of calls a full limit completes by
+/// which a clean window must fall short of that count, beside
+/// [`SHARE_MIN`], before its demand counts as short of the limit (see
+/// [`Ceiling::note_demand`]): a closed loop's windows of 20–30 calls of
+/// 400 ms stray by a tenth on their own.
+const DEMAND_SHORT_SIGMAS: f64 = 3.0;
+
 /// Round trips a window that a raise of the limit began, and a failure
 /// ended, must hold to measure what the backend served: the fill of the
 /// permits the raise added biases a shorter one low.
@@ -697,6 +704,11 @@ pub struct Ceiling {
     shed_nanos: u64,
     /// The levels accepted past a soft ceiling's onset.
     soft: SoftRest,
+    /// Whether the last clean window under a settled limit completed
+    /// clearly fewer calls than the limit carries (see
+    /// [`Ceiling::note_demand`]): the demand left permits free, and what
+    /// it served is the demand's concurrency, not the ceiling's.
+    demand_short: bool,
 }
 
 impl Default for Ceiling {
@@ -781,6 +793,7 @@ impl Ceiling {
             recent: Recent::default(),
             slow_start_pool: LatencyPool::default(),
             soft: SoftRest::default(),
+            demand_short: false,
             unfilled: Unfilled::default(),
             shed_to: 0,
             shed_step: 1,
@@ -1144,8 +1157,16 @@ impl Ceiling {
     }
 
     /// An overload failure: `failures` fresh ones of `samples` at limit
-    /// `limit`.
-    fn overloaded(&mut self, limit: usize, failures: u64, samples: u64) -> usize {
+    /// `limit`; `burst`, the window's peak in flight where the failure came
+    /// back at once and the demand leaves the limit unfilled (see
+    /// [`Ceiling::note_demand`]).
+    fn overloaded(
+        &mut self,
+        limit: usize,
+        failures: u64,
+        samples: u64,
+        burst: Option<usize>,
+    ) -> usize {
         self.found = 0;
         if std::mem::take(&mut self.room) {
             // Room found at the ceiling ran out within two windows: it was
@@ -1177,11 +1198,37 @@ impl Ceiling {
         }
         let tenth = (limit as f64 * DECREASE) as usize;
         let descend = std::mem::take(&mut self.descend);
-        if descend == 0 && self.probing(limit) && self.soft.accept(limit, self.noise_rate()) {
+        // Not where the demand leaves the limit unfilled: its bursts meet a
+        // hard ceiling less often at each level above it, as a soft
+        // ceiling's errors rise with the load, but a level above a hard
+        // ceiling adds no call the backend serves. (Accepted, levels of
+        // 11–13 over a ceiling of 10 under an open demand of 5 in flight
+        // refused 1.4 % of the calls.)
+        if descend == 0
+            && !self.demand_short
+            && self.probing(limit)
+            && self.soft.accept(limit, self.noise_rate())
+        {
             // A probe past a soft ceiling's onset failed, but its probes
             // together show the level worth its failures: rest there.
             self.remember(limit + 1);
             return limit;
+        }
+        let probe = matches!(self.phase, Phase::Known { ceiling } if limit >= ceiling);
+        if let Some(met) = burst
+            .map(|peak| peak.min(limit))
+            .filter(|&met| met > 1 && !probe)
+        {
+            // A burst of a demand that leaves the limit unfilled met the
+            // ceiling at `met` calls in flight at most: down by a tenth at
+            // least, to one below it, and the ceiling is `met`. What was
+            // served is the demand's mean, not the ceiling. (Cut to it, an
+            // open demand of 13 calls in flight on average under a ceiling
+            // of 26 rested at 13–15 after every burst that reached 27, and
+            // its limit shed 9 % of the calls the backend had room for.)
+            let next = (met - 1).min(tenth).max(1);
+            self.remember(met.max(next + 1));
+            return next;
         }
         let (next, ceiling) = match self.phase {
             // An exploration failed at a backend that answers at once: the
@@ -1205,11 +1252,17 @@ impl Ceiling {
             // that drops answers it a timeout later, when the window has
             // measured it). Then down to what was served. (Read as the
             // ceiling still there, a step from 40 to 20 during a probe came
-            // down a second later, 2 s after the step.)
-            Phase::Known { ceiling } if limit >= ceiling => match self.fell_under_probe(limit) {
-                Some(served) => (served, served + 1),
-                None => (limit - 1, limit),
-            },
+            // down a second later, 2 s after the step.) Not where a burst of
+            // a demand short of the limit met it: the probe's window, closed
+            // by the failure, served the demand's mean over a fraction of a
+            // second. (Read as a fall, a probe of 11 over a ceiling of 10
+            // under a demand of 7 in flight cut to 4.)
+            Phase::Known { ceiling } if limit >= ceiling => {
+                match self.fell_under_probe(limit).filter(|_| burst.is_none()) {
+                    Some(served) => (served, served + 1),
+                    None => (limit - 1, limit),
+                }
+            }
             // Hit while resting at a level that held: the ceiling came down
             // (or a neighbour sharing it probed). Down to what was served,
             // and by a tenth at least, so a bigger client gives up more room.
@@ -1549,6 +1602,26 @@ impl Ceiling {
         // answered, say nothing of what it took).
         self.served_clean = w.failures == 0;
         true
+    }
+
+    /// Notes whether the demand left a clean window's limit unfilled: the
+    /// limit in force for two round trips before the window began (so no
+    /// raise is still filling), it completed fewer than [`SHARE_MIN`] of the
+    /// calls the limit carries at the window's latency, and fewer by
+    /// [`DEMAND_SHORT_SIGMAS`] standard deviations of that count. A window
+    /// with a failure, or under a limit not yet settled, leaves the last
+    /// reading. A demand that fills the limit (a closed loop, or an open
+    /// one above the capacity) serves what the backend takes; one short of
+    /// it serves its own mean, and only its bursts reach the ceiling.
+    fn note_demand(&mut self, limit: usize, w: &WindowSummary, all_failed: u64) {
+        let m = w.mean_rtt_nanos;
+        let settled = self.in_force_nanos.saturating_sub(w.duration_nanos) as f64 >= 2.0 * m;
+        if all_failed > 0 || w.samples == 0 || m <= 0.0 || !settled {
+            return;
+        }
+        let full = limit as f64 * w.duration_nanos as f64 / m;
+        let n = w.samples as f64;
+        self.demand_short = n < SHARE_MIN * full && full - n > DEMAND_SHORT_SIGMAS * full.sqrt();
     }
 
     /// Adds a clean window (`ok` successes of mean latency `mean_ok`) to the
@@ -2303,6 +2376,7 @@ impl Ceiling {
             return saved;
         }
         let all_failed = w.failures + w.stale_failures;
+        self.note_demand(limit, w, all_failed);
         let measured = self.measure(limit, w, ok, mean_ok);
         // Counted for overload and for the drain of one, below; not for a
         // failure judged noise.
@@ -2444,7 +2518,11 @@ impl Ceiling {
                 // cut a permit or more off the ceiling.)
                 return self.try_over(limit);
             }
-            let mut next = self.overloaded(limit, w.failures, w.samples);
+            // A fresh failure answered at once, where the demand left the
+            // limit unfilled: a burst met the ceiling at its peak at most.
+            let burst =
+                (!timed_out && w.failures > 0 && self.demand_short).then_some(w.peak_in_flight);
+            let mut next = self.overloaded(limit, w.failures, w.samples, burst);
             if let Some(at) = blamed.filter(|&at| at < limit) {
                 // A call admitted under `at` was dropped: the backend was
                 // full with at most `at` of this client's calls in flight,
@@ -3308,6 +3386,62 @@ mod tests {
         assert_eq!(law.phase, Phase::Known { ceiling: 20 });
     }
 
+    /// `law` after two windows `w` at `limit` that hold it there: the
+    /// second begins two round trips after the limit took force.
+    fn settled(mut law: Ceiling, limit: usize, w: WindowSummary) -> Ceiling {
+        for _ in 0..2 {
+            assert_eq!(law.next_limit(limit, &w), limit);
+        }
+        law
+    }
+
+    #[test]
+    fn ceiling_cuts_below_a_burst_not_to_the_mean_of_a_demand_that_leaves_the_limit_unfilled() {
+        // Resting at 32 below 33 at a 16 ms backend. An open demand of 12
+        // calls in flight on average completes 750 calls a second, where
+        // the limit full would complete 2000; its bursts reach 24.
+        let short = || win(750, 0, 24, 16.0, 1000);
+        // A burst reaches 27 and a call is refused at once.
+        let burst = || win(200, 1, 27, 16.0, 300);
+        let mut law = settled(resting(33, 0.0), 32, short());
+        // The ceiling is 27 at most, not the 11 served (200 calls of 16 ms
+        // in 300 ms): one below it (and by a tenth at least), below a
+        // ceiling of 27.
+        assert_eq!(law.next_limit(32, &burst()), 26);
+        assert_eq!(law.phase, Phase::Known { ceiling: 27 });
+        // Where the demand filled the limit (1990 of 2000), the same window
+        // says the backend took 11: down to that.
+        let mut law = settled(resting(33, 0.0), 32, win(1990, 0, 32, 16.0, 1000));
+        assert_eq!(law.next_limit(32, &burst()), 11);
+        // A window under a limit raised as it began may still be filling:
+        // one such short window says nothing of the demand.
+        let mut law = resting(33, 0.0);
+        assert_eq!(law.next_limit(32, &short()), 32);
+        assert_eq!(law.next_limit(32, &burst()), 11);
+        // A closed loop at 20 of 440 ms calls completes 45 a second; 40 is
+        // short by a tenth, but within the count's noise (three standard
+        // deviations are 20 calls): what it served (17.6) stands.
+        let mut law = settled(resting(21, 0.0), 20, win(40, 0, 20, 440.0, 1000));
+        assert_eq!(law.next_limit(20, &win(1, 1, 15, 440.0, 100)), 18);
+    }
+
+    #[test]
+    fn ceiling_reads_a_failed_probe_under_a_demand_short_of_the_limit_as_the_ceiling_still_there() {
+        // Resting at 10 below 11 at a 50 ms backend, a demand of 7 calls in
+        // flight on average (140 a second of the 200 the limit carries).
+        // The probe of 11 fails 300 ms in, having served 4.2 in that time.
+        let probe = || win(25, 1, 11, 50.0, 300);
+        let mut law = settled(resting(11, 0.0), 10, win(140, 0, 10, 50.0, 1000));
+        // The demand's mean over a fraction of a second, not a ceiling that
+        // fell: back to rest below 11.
+        assert_eq!(law.next_limit(11, &probe()), 10);
+        assert_eq!(law.phase, Phase::Known { ceiling: 11 });
+        // Where the demand filled the resting level (9.75 of 10), the probe
+        // serving 4.2 is a ceiling that fell under it: down to that.
+        let mut law = settled(resting(11, 0.0), 10, win(195, 0, 10, 50.0, 1000));
+        assert_eq!(law.next_limit(11, &probe()), 4);
+    }
+
     #[test]
     fn ceiling_cuts_by_a_tenth_when_a_level_it_served_fails() {
         // 100 workers busy under a limit of 116: 100 served.
@@ -4006,6 +4140,22 @@ mod tests {
         // held.
         let over = win(90, 10, 32, 50.0, 140);
         assert!(law.next_limit(32, &over) < 32);
+        assert_eq!(law.soft.onset, 0);
+    }
+
+    #[test]
+    fn ceiling_accepts_no_soft_level_where_the_demand_leaves_the_limit_unfilled() {
+        // The probes above, where the demand leaves the limit unfilled:
+        // bursts that meet a hard ceiling, at each level above it a little
+        // less often, as a soft ceiling's errors rise. Each stays a failed
+        // probe: back to rest below 31, however many.
+        let mut law = quiet_below(resting(31, 0.0));
+        law.demand_short = true;
+        let probe = failing_after(199, 50.0, 31);
+        for _ in 0..6 {
+            assert_eq!(law.next_limit(31, &probe), 30);
+            assert_eq!(law.phase, Phase::Known { ceiling: 31 });
+        }
         assert_eq!(law.soft.onset, 0);
     }
 
