@@ -338,6 +338,11 @@ enum Phase {
 ///   round trips, measures nothing: the permits the raise added came back a
 ///   whole number of times where the others turned a fraction more, and
 ///   Little's law read it short (36.6 of a ceiling of 40).
+///   Where the demand leaves the limit unfilled (a clean window under a
+///   settled limit completed clearly fewer calls than the limit carries),
+///   `N` is the demand's mean and only its bursts reach the ceiling: a
+///   failure answered at once cuts to one below the window's peak in flight
+///   (by a tenth at least), which is the ceiling it remembers.
 /// - **Noise.** Fresh failures count as overload only when background noise
 ///   could not explain them: the law learns the rate of failures that come at
 ///   any load (from windows where at most 5 % failed, or at most two of a
