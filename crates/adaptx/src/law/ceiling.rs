@@ -1609,21 +1609,21 @@ impl Ceiling {
         true
     }
 
-    /// Notes whether the demand left a clean window's limit unfilled: the
-    /// limit in force for two round trips before the window began (so no
-    /// raise is still filling), it completed fewer than [`SHARE_MIN`] of the
-    /// calls the limit carries at the window's latency, and fewer by
-    /// [`DEMAND_SHORT_SIGMAS`] standard deviations of that count. A window
-    /// with a failure, or under a limit not yet settled, leaves the last
-    /// reading. A demand that fills the limit (a closed loop, or an open
-    /// one above the capacity) serves what the backend takes; one short of
-    /// it serves its own mean, and only its bursts reach the ceiling.
-    fn note_demand(&mut self, limit: usize, w: &WindowSummary, all_failed: u64) {
-        let m = w.mean_rtt_nanos;
-        let settled = self.in_force_nanos.saturating_sub(w.duration_nanos) as f64 >= 2.0 * m;
-        if all_failed > 0 || w.samples == 0 || m <= 0.0 || !settled {
+    /// Notes whether the demand left a clean window's limit unfilled:
+    /// `settled` is its success latency where the limit was in force two
+    /// round trips before it began (so no raise is still filling) and no
+    /// fresh failure came (see [`Ceiling::decide`]); a late one, too, makes
+    /// it no clean window. It completed fewer than [`SHARE_MIN`] of the
+    /// calls the limit carries at that latency, and fewer by
+    /// [`DEMAND_SHORT_SIGMAS`] standard deviations of that count. Any other
+    /// window leaves the last reading. A demand that fills the limit (a
+    /// closed loop, or an open one above the capacity) serves what the
+    /// backend takes; one short of it serves its own mean, and only its
+    /// bursts reach the ceiling.
+    fn note_demand(&mut self, limit: usize, w: &WindowSummary, settled: Option<f64>) {
+        let Some(m) = settled.filter(|_| w.stale_failures == 0) else {
             return;
-        }
+        };
         let full = limit as f64 * w.duration_nanos as f64 / m;
         let n = w.samples as f64;
         self.demand_short = n < SHARE_MIN * full && full - n > DEMAND_SHORT_SIGMAS * full.sqrt();
@@ -2380,8 +2380,8 @@ impl Ceiling {
         if let Some(saved) = self.floor_probed(limit, w, ok, mean_ok) {
             return saved;
         }
+        self.note_demand(limit, w, settled);
         let all_failed = w.failures + w.stale_failures;
-        self.note_demand(limit, w, all_failed);
         let measured = self.measure(limit, w, ok, mean_ok);
         // Counted for overload and for the drain of one, below; not for a
         // failure judged noise.
@@ -4154,8 +4154,13 @@ mod tests {
         // bursts that meet a hard ceiling, at each level above it a little
         // less often, as a soft ceiling's errors rise. Each stays a failed
         // probe: back to rest below 31, however many.
-        let mut law = quiet_below(resting(31, 0.0));
-        law.demand_short = true;
+        // Resting at 30, a demand of 15 in flight on average (300 calls a
+        // second of the 600 the limit carries).
+        let mut law = settled(
+            quiet_below(resting(31, 0.0)),
+            30,
+            win(300, 0, 30, 50.0, 1000),
+        );
         let probe = failing_after(199, 50.0, 31);
         for _ in 0..6 {
             assert_eq!(law.next_limit(31, &probe), 30);
