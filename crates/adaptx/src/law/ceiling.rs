@@ -20,6 +20,23 @@ const PROBE_JUMP: f64 = 1.5;
 /// Cutting on latency this many windows in a row probes the floor too.
 const PROBE_AFTER_CUTS: u32 = 3;
 
+/// A window's mean success latency is a queue only where it exceeds the
+/// floor by this many of its standard errors too, not only by the
+/// tolerance: where the successes' latencies spread wide and a window holds
+/// few of them, noise alone takes a mean past the tolerance. A backend of
+/// 150 ms plus an exponential 300 ms behind a sharp ceiling of 12 holds
+/// some 20 successes a window, whose mean strays by 15 %: judged by the
+/// tolerance of 20 % alone, one window in ten read as a queue (one in six
+/// at 10 successes), each cut left fewer successes and more noise, and on
+/// one seed in eleven the limit sank to 1 with no failure at all (0.25 of
+/// the oracle; median 0.90). The test runs on every window, and a mean of
+/// a heavy tail is skewed toward slow: past 2 standard errors one window
+/// in 30 by chance (that worst seed 0.66, median 0.97), past 3 one in 200
+/// (0.90, median 0.98). Where the spread is small (a queue of 1 s calls
+/// ±10 %, whose window means stray by 3 %), the tolerance is the stricter
+/// test and nothing changes.
+const QUEUE_SIGMAS: f64 = 3.0;
+
 /// A window's fresh failures are overload when background noise at the
 /// learned rate would have produced that many this rarely.
 const NOISE_SIGNIFICANCE: f64 = 0.05;
@@ -297,8 +314,9 @@ const RETURN_CALL_SLACK: f64 = 0.05;
 enum Judge {
     /// The limit has not run long enough: hold it.
     Hold,
-    /// This latency (nanoseconds; `None` without a success).
-    By(Option<f64>),
+    /// This mean latency (nanoseconds) of this many successes (`None`
+    /// without a success).
+    By(Option<(f64, u64)>),
 }
 
 /// Where a limit is and what it has learned.
@@ -470,9 +488,12 @@ enum Phase {
 ///   took force. (Read as the floor, the lowest of a few hundred noisy means
 ///   of a backend of 50 ms plus an exponential 100 ms made every window a
 ///   queue, and the limit sank to 1: scenario 37.) A busy window whose
-///   success mean exceeds the floor by more than `tolerance` is a queue:
-///   the limit moves to `L · floor · (1 + tolerance) / mean`, and that
-///   level becomes the ceiling.
+///   success mean exceeds the floor by more than `tolerance`, and by more
+///   than three standard errors of a mean of its successes (where they
+///   spread wide and a window holds few, noise alone crosses the
+///   tolerance), is a queue: the limit moves to
+///   `L · floor · (1 + tolerance) / mean`, and that level becomes the
+///   ceiling.
 ///   A mean more than 1.5 × the allowed one, or three such cuts in a row,
 ///   first *probes* the floor (at most every 5 windows): half the limit for
 ///   a window, or as many as two round trips take, whose last mean becomes
@@ -1873,6 +1894,17 @@ impl Ceiling {
         self.floor().map(|f| f * (1.0 + self.tolerance))
     }
 
+    /// Whether a mean latency `m` of `ok` successes is a queue: above what
+    /// the floor's tolerance allows, and above the floor by more than
+    /// [`QUEUE_SIGMAS`] standard errors of a mean of that many successes
+    /// (at the spread learned; none where none is).
+    fn queued(&self, m: f64, ok: u64) -> bool {
+        self.allowed().is_some_and(|allowed| m > allowed)
+            && self
+                .floor()
+                .is_some_and(|f| m > f + QUEUE_SIGMAS * self.spread.error(ok))
+    }
+
     /// Whether a clean window in slow start came before the limit has run
     /// one round trip (the window's latency `mean_ok`, else the floor): its
     /// calls have not come back yet. Slow start then holds the limit and
@@ -1896,15 +1928,18 @@ impl Ceiling {
     /// The limit after a window whose latency says something: a check of
     /// the floor at half the limit when one is due, or a cut on latency
     /// above the floor's tolerance (a jump, or cuts that went on, probe the
-    /// floor first: slower, or busier?). `None` where the latency is within
-    /// the tolerance, or the window did not fill the limit.
+    /// floor first: slower, or busier?). `None` where the latency (a mean
+    /// and its successes) is within the tolerance or within the noise of
+    /// that many successes ([`Ceiling::queued`]), or the window did not fill
+    /// the limit.
     fn latency_limit(
         &mut self,
         limit: usize,
         w: &WindowSummary,
-        mean_ok: Option<f64>,
+        latency: Option<(f64, u64)>,
         busy: bool,
     ) -> Option<usize> {
+        let mean_ok = latency.map(|(m, _)| m);
         if self.floor_due
             && w.failures == 0
             && self.since_floor_probe >= PROBE_SPACING
@@ -1921,8 +1956,8 @@ impl Ceiling {
             self.probe_from = mean_ok;
             return Some((limit / 2).max(1));
         }
-        if let (Some(allowed), Some(m)) = (self.allowed(), mean_ok) {
-            if m > allowed && !app_limited(limit, w.peak_in_flight) {
+        if let (Some(allowed), Some((m, ok))) = (self.allowed(), latency) {
+            if self.queued(m, ok) && !app_limited(limit, w.peak_in_flight) {
                 if !std::mem::replace(&mut self.latency_seen, true) {
                     self.floor_due = true;
                 }
@@ -2751,7 +2786,7 @@ impl Ceiling {
             return Judge::Hold;
         }
         if !matches!(self.phase, Phase::SlowStart) {
-            return Judge::By(mean_ok);
+            return Judge::By(mean_ok.map(|m| (m, ok)));
         }
         if let Some(m) = mean_ok {
             self.slow_start_pool.push(ok, m, w.duration_nanos);
@@ -3097,23 +3132,23 @@ impl LatencyPool {
         self.nanos = self.nanos.saturating_add(nanos);
     }
 
-    /// The mean latency of the successes pooled, if any, and starts again.
-    fn take(&mut self) -> Option<f64> {
+    /// The mean latency of the successes pooled and how many they are, if
+    /// any, and starts again.
+    fn take(&mut self) -> Option<(f64, u64)> {
         let pooled = std::mem::take(self);
-        (pooled.ok > 0).then(|| pooled.rtt_sum / pooled.ok as f64)
+        (pooled.ok > 0).then(|| (pooled.rtt_sum / pooled.ok as f64, pooled.ok))
     }
 
-    /// Adds a clean window (as [`LatencyPool::push`]); the mean latency once
-    /// the pool holds two round trips and [`FLOOR_POOL_OK`] successes (and
-    /// the pool starts again).
+    /// Adds a clean window (as [`LatencyPool::push`]); the mean latency and
+    /// its successes once the pool holds two round trips and
+    /// [`FLOOR_POOL_OK`] successes (and the pool starts again).
     fn push_for_floor(&mut self, ok: u64, mean_ok: f64, nanos: u64) -> Option<(f64, u64)> {
         self.push(ok, mean_ok, nanos);
         let mean = self.rtt_sum / self.ok as f64;
         if self.ok < FLOOR_POOL_OK || !spans_two_round_trips(self.nanos, mean) {
             return None;
         }
-        let n = self.ok;
-        self.take().map(|m| (m, n))
+        self.take()
     }
 }
 
@@ -6185,6 +6220,39 @@ mod tests {
         assert_eq!(law.spread.variance, 0.0);
         law.next_limit(20, &win(100, 0, 20, 110.0, 1000));
         assert!((law.spread.variance / ms2 - 5000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn ceiling_reads_no_queue_in_a_mean_within_the_noise_of_its_few_successes() {
+        // Resting at 12 below a ceiling of 13, on a floor of 450 ms whose
+        // successes spread 300 ms about their mean (150 ms plus an
+        // exponential 300 ms): the tolerance allows 540 ms.
+        let law = Ceiling {
+            phase: Phase::Known { ceiling: 13 },
+            rest: 100,
+            floor: Floor::at(450.0 * MS),
+            spread: Spread {
+                variance: 300.0 * 300.0 * MS * MS,
+                last: None,
+            },
+            ..Ceiling::default()
+        };
+        let next = |mut law: Ceiling, ok: u64, rtt_ms: f64| {
+            law.next_limit(12, &win(ok, 0, 12, rtt_ms, 1000))
+        };
+        // A mean of 600 ms of 20 successes (good to 67 ms) lies 2.2
+        // standard errors over the floor: noise, not a queue.
+        assert_eq!(next(law.clone(), 20, 600.0), 12);
+        // Past three (660 ms) it is a queue: 12 × 540 / 660 = 9.8.
+        assert_eq!(next(law.clone(), 20, 660.0), 9);
+        // So is 600 ms of 200 successes (good to 21 ms): 12 × 540 / 600.
+        assert_eq!(next(law.clone(), 200, 600.0), 10);
+        // Where no spread is learned, the tolerance alone judges.
+        let unlearned = Ceiling {
+            spread: Spread::default(),
+            ..law
+        };
+        assert_eq!(next(unlearned, 20, 600.0), 10);
     }
 
     #[test]
