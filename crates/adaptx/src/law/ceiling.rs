@@ -6250,9 +6250,24 @@ mod tests {
         // Where no spread is learned, the tolerance alone judges.
         let unlearned = Ceiling {
             spread: Spread::default(),
-            ..law
+            ..law.clone()
         };
         assert_eq!(next(unlearned, 20, 600.0), 10);
+        // Slow start judges the mean over its round trip by all the
+        // successes in it: two windows of 15 calls of 1.65 s on a floor of
+        // 1 s whose successes spread 1 s lie 3.6 standard errors over it
+        // (0.18 s for 30), a queue: 20 × 1.2 / 1.65. (Either window alone,
+        // 2.5 of its 0.26 s, would not be.)
+        let mut start = Ceiling {
+            floor: Floor::at(1000.0 * MS),
+            spread: Spread {
+                variance: 1000.0 * 1000.0 * MS * MS,
+                last: None,
+            },
+            ..Ceiling::default()
+        };
+        assert_eq!(start.next_limit(20, &win(15, 0, 20, 1650.0, 1000)), 20);
+        assert_eq!(start.next_limit(20, &win(15, 0, 20, 1650.0, 1000)), 14);
     }
 
     #[test]
