@@ -1839,7 +1839,10 @@ impl Ceiling {
     /// Whether a clean window, at a backend whose latency has risen with load
     /// (`latency_seen`), came too soon after the limit last moved to judge
     /// it where its latency is above the floor's tolerance (a cut, or a
-    /// probe of the floor, would follow) or where it would take a
+    /// probe of the floor, follows where it is also past the noise of its
+    /// successes, [`Ceiling::queued`]; holding only on those windows measured
+    /// no better on the heavy-tailed variants, 13 of 48 bands failing either
+    /// way) or where it would take a
     /// multiplicative step (an exploration, or the try of the ceiling that
     /// would start one): the limit has not been in force for two round trips (the
     /// window's latency `mean_ok`, else the floor), so the successes of the
