@@ -1897,15 +1897,15 @@ impl Ceiling {
         self.floor().map(|f| f * (1.0 + self.tolerance))
     }
 
-    /// Whether a mean latency `m` of `ok` successes is a queue: above what
-    /// the floor's tolerance allows, and above the floor by more than
-    /// [`QUEUE_SIGMAS`] standard errors of a mean of that many successes
-    /// (at the spread learned; none where none is).
-    fn queued(&self, m: f64, ok: u64) -> bool {
-        self.allowed().is_some_and(|allowed| m > allowed)
-            && self
-                .floor()
-                .is_some_and(|f| m > f + QUEUE_SIGMAS * self.spread.error(ok))
+    /// The latency the floor's tolerance allows, where a mean latency `m`
+    /// of `ok` successes is a queue: above it, and above the floor by more
+    /// than [`QUEUE_SIGMAS`] standard errors of a mean of that many
+    /// successes (at the spread learned; none where none is). `None` where
+    /// it is no queue, or there is no floor yet.
+    fn queued(&self, m: f64, ok: u64) -> Option<f64> {
+        let floor = self.floor()?;
+        let allowed = self.allowed()?;
+        (m > allowed && m > floor + QUEUE_SIGMAS * self.spread.error(ok)).then_some(allowed)
     }
 
     /// Whether a clean window in slow start came before the limit has run
@@ -1959,21 +1959,22 @@ impl Ceiling {
             self.probe_from = mean_ok;
             return Some((limit / 2).max(1));
         }
-        if let (Some(allowed), Some((m, ok))) = (self.allowed(), latency) {
-            if self.queued(m, ok) && !app_limited(limit, w.peak_in_flight) {
-                if !std::mem::replace(&mut self.latency_seen, true) {
-                    self.floor_due = true;
-                }
-                let suspect = m > PROBE_JUMP * allowed || self.latency_cuts >= PROBE_AFTER_CUTS;
-                if suspect && self.since_floor_probe >= PROBE_SPACING {
-                    // Slower, or busier? One window at half the limit tells.
-                    self.floor_probe = Some(limit);
-                    self.probe_from = mean_ok;
-                    return Some((limit / 2).max(1));
-                }
-                self.latency_cuts += 1;
-                return Some(self.cut_to(limit, allowed / m));
+        let queue = latency
+            .and_then(|(m, ok)| self.queued(m, ok).map(|allowed| (m, allowed)))
+            .filter(|_| !app_limited(limit, w.peak_in_flight));
+        if let Some((m, allowed)) = queue {
+            if !std::mem::replace(&mut self.latency_seen, true) {
+                self.floor_due = true;
             }
+            let suspect = m > PROBE_JUMP * allowed || self.latency_cuts >= PROBE_AFTER_CUTS;
+            if suspect && self.since_floor_probe >= PROBE_SPACING {
+                // Slower, or busier? One window at half the limit tells.
+                self.floor_probe = Some(limit);
+                self.probe_from = mean_ok;
+                return Some((limit / 2).max(1));
+            }
+            self.latency_cuts += 1;
+            return Some(self.cut_to(limit, allowed / m));
         }
         self.latency_cuts = 0;
         None
