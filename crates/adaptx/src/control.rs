@@ -166,6 +166,11 @@ impl Control {
         }
 
         let mean = f.ok_rtt.wrapping_add(f.fail_rtt) as f64 / samples as f64;
+        let mean_ok = if f.ok > 0 {
+            f.ok_rtt as f64 / f.ok as f64
+        } else {
+            0.0
+        };
         let summary = WindowSummary {
             duration_nanos: now.saturating_sub(start),
             samples,
@@ -173,16 +178,15 @@ impl Control {
             stale_failures: f.fail.saturating_sub(f.fresh),
             peak_in_flight: usize::try_from(f.peak).unwrap_or(usize::MAX),
             mean_rtt_nanos: mean,
-            mean_ok_rtt_nanos: if f.ok > 0 {
-                f.ok_rtt as f64 / f.ok as f64
-            } else {
-                0.0
-            },
+            mean_ok_rtt_nanos: mean_ok,
             min_rtt_nanos: if f.min_rtt == u64::MAX {
                 0.0
             } else {
                 f.min_rtt as f64
             },
+            // A bucket's midpoint may lie just under the slowest success:
+            // never under the successes' mean.
+            max_ok_rtt_nanos: (f.max_ok_rtt as f64).max(mean_ok),
             rtt_floor_nanos: self.floor,
             rtt_average_nanos: self.avg,
         };

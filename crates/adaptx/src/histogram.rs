@@ -191,7 +191,6 @@ impl Histogram {
     /// zero bucket, then from `min`'s bucket up until `total` samples were
     /// seen, so a window's latencies cost the buckets they span, not all
     /// 3 776. Does not allocate.
-    #[cfg(feature = "metrics")]
     pub(crate) fn for_each_from(&self, min: u64, total: u64, mut f: impl FnMut(u64, u64)) {
         let mut left = total;
         let indices = std::iter::once(0).chain(bucket_index(min).max(1)..BUCKETS);

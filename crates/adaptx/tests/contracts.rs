@@ -1069,12 +1069,18 @@ fn improvement_8_control_law_is_a_public_trait() {
     next().record_with_latency(Outcome::Success, ms(6));
     assert_eq!(rig.limiter.limit(), 50, "limit + 1000 clamped to max");
 
+    // The slowest success is read from the latency histogram: the midpoint
+    // of the bucket holding it (2 ms → 2.007 ms; 6 ms → 5.997 ms, which is
+    // under the successes' mean and so reads as the mean).
     let base = WindowSummary::new(Duration::from_secs(1), 2, 1, 4, ms(3))
         .and_then(|w| w.with_min_rtt(ms(2)))
         .expect("a consistent window")
         .with_mean_ok_rtt(ms(2))
+        .with_max_ok_rtt(Duration::from_nanos(2_007_040))
+        .expect("a consistent window")
         .with_rtt_floor(ms(2));
     let second = WindowSummary::new(Duration::from_secs(1), 1, 0, 2, ms(6))
+        .and_then(|w| w.with_max_ok_rtt(ms(6)))
         .expect("a consistent window")
         .with_rtt_floor(ms(2))
         .with_rtt_average(ms(3));

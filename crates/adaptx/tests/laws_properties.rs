@@ -186,10 +186,12 @@ fn window_summary_new_fills_a_plain_window_and_refuses_an_impossible_one() {
         (w.mean_rtt_nanos, w.mean_ok_rtt_nanos, w.min_rtt_nanos),
         (5e6, 5e6, 5e6)
     );
+    assert_eq!(w.max_ok_rtt_nanos, 5e6);
     assert_eq!((w.rtt_floor_nanos, w.rtt_average_nanos), (None, None));
     // Every sample failed: no success latency.
     let all_failed = WindowSummary::new(ms(10), 2, 2, 1, ms(5)).expect("consistent");
     assert_eq!(all_failed.mean_ok_rtt_nanos, 0.0);
+    assert_eq!(all_failed.max_ok_rtt_nanos, 0.0);
     // An empty window is a window (the laws hold on it).
     let empty = WindowSummary::new(ms(10), 0, 0, 0, Duration::ZERO).expect("consistent");
     for mut law in laws() {
@@ -201,9 +203,12 @@ fn window_summary_new_fills_a_plain_window_and_refuses_an_impossible_one() {
         .and_then(|w| w.with_min_rtt(ms(1)))
         .expect("consistent")
         .with_mean_ok_rtt(ms(4))
+        .with_max_ok_rtt(ms(9))
+        .expect("consistent")
         .with_rtt_floor(ms(2))
         .with_rtt_average(ms(3));
     assert_eq!(w.stale_failures, 6);
+    assert_eq!(w.max_ok_rtt_nanos, 9e6);
     assert_eq!((w.mean_ok_rtt_nanos, w.min_rtt_nanos), (4e6, 1e6));
     assert_eq!(
         (w.rtt_floor_nanos, w.rtt_average_nanos),
@@ -233,4 +238,23 @@ fn window_summary_new_fills_a_plain_window_and_refuses_an_impossible_one() {
         bad.to_string(),
         "invalid min_rtt: 6ms (allowed: 0 ..= mean_rtt (5000000ns))"
     );
+    let bad = plain
+        .with_max_ok_rtt(ms(4))
+        .expect_err("max below the mean");
+    assert_eq!(
+        bad.to_string(),
+        "invalid max_ok_rtt: 4ms (allowed: mean_ok_rtt (5000000ns) ..)"
+    );
+    let bad = all_failed
+        .with_max_ok_rtt(ms(1))
+        .expect_err("a max without a success");
+    assert_eq!(
+        err(bad),
+        (
+            "max_ok_rtt",
+            "1ms".into(),
+            "0 when the window has no success".into()
+        )
+    );
+    assert!(all_failed.with_max_ok_rtt(Duration::ZERO).is_ok());
 }

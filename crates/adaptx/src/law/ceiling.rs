@@ -531,7 +531,9 @@ enum Phase {
 /// backend that drops, whose permits the backend never takes each fail a
 /// call per timeout (failures that read as background noise), sheds them
 /// one at each fresh timeout, at the instant it comes back, down to what
-/// it served. A window that used less than
+/// it served — unless its successes reached halfway from their mean
+/// latency to the timeout: then a heavy tail the timeout cuts fails those
+/// calls at any load, and no permit is unfilled. A window that used less than
 /// `utilization` of the limit never grows it, and one that used less than
 /// half of it never cuts on latency.
 ///
@@ -1723,7 +1725,15 @@ impl Ceiling {
     /// timeouts held (`timeouts × timeout / their length`, from half of that
     /// to half as much again and half a permit). If so, the ceiling is
     /// remembered one above what was served and the limit, held this
-    /// window, sheds toward it ([`Ceiling::shedding`]). A window at another
+    /// window, sheds toward it ([`Ceiling::shedding`]). Not where the span's
+    /// successes reached [`TAIL_REACH`] of the way from their mean latency
+    /// to the timeout: a heavy tail the timeout cuts fails a share of the
+    /// calls at every level, and its timeouts held permits as unfilled ones
+    /// do, by Little's law exactly (a call timing out held its permit for
+    /// the timeout). Read as unfilled permits, a tail of 50 ms plus an
+    /// exponential of 100 ms behind a 400 ms timeout (3 % of the calls) shed
+    /// a permit a span, again and again, to 0.46 of the best fixed limit;
+    /// told apart, 0.75. A window at another
     /// level, or a new ceiling remembered, starts the count again; so does
     /// each timeout's worth of windows counted (windows judged overload are
     /// not counted).
@@ -1767,6 +1777,10 @@ impl Ceiling {
             .map_or(0, |_| w.stale_failures);
         let span = &mut self.unfilled;
         span.nanos = span.nanos.saturating_add(w.duration_nanos);
+        let ok = w.samples - w.failures - w.stale_failures;
+        span.ok += ok;
+        span.ok_nanos += ok as f64 * w.mean_ok_rtt_nanos;
+        span.reach = span.reach.max(w.max_ok_rtt_nanos);
         if timed_out {
             span.timeouts += w.failures + late;
             span.peak = span.peak.max(w.failures + late);
@@ -1780,6 +1794,9 @@ impl Ceiling {
             return None;
         }
         let span = std::mem::take(&mut self.unfilled);
+        if span.tail_reaches(self.drop_wait) {
+            return None;
+        }
         let held = span.timeouts as f64 * self.drop_wait / span.nanos as f64;
         let short = span.short / f64::from(span.measures);
         if !(short >= 1.0 && short >= 0.5 * held && short <= 1.5 * held + 0.5) {
@@ -2917,6 +2934,18 @@ const BLAME_EARLY: f64 = 0.98;
 /// windows made short by `sample_window_adaptive`) is blamed on no limit.
 const RECENT: usize = 16;
 
+/// How far from their mean latency toward the timeout the successes of
+/// [`Ceiling::unfilled`]'s span must reach for its timeouts to read as the
+/// tail's. A tail that decays at least as fast as an exponential of scale
+/// `σ` and times out a share `p` of the calls puts `e^((T − m) / 2σ)` times
+/// as many past the halfway point (`T − m ≈ σ·ln(1/p) − σ`): 6 times at
+/// 1 %, 3.5 times at 3 %; a span counts a timeout's worth of a permit's
+/// calls at least, so it holds tens of them. The successes of a backend that
+/// drops, but not by a tail, stay near their mean (scenario 37's heavy tail,
+/// 50 ms plus an exponential of 100 ms behind a 3 s timeout, passes
+/// halfway once in 4 million calls).
+const TAIL_REACH: f64 = 0.5;
+
 /// The windows at a resting level and its probe (below `ceiling`) counted
 /// together by [`Ceiling::unfilled`]: their length in nanoseconds, the
 /// calls that timed out in them (and the most in one window), and the sums
@@ -2931,6 +2960,21 @@ struct Unfilled {
     served: f64,
     short: f64,
     measures: u32,
+    ok: u64,
+    ok_nanos: f64,
+    reach: f64,
+}
+
+impl Unfilled {
+    /// Whether the span's successes reached [`TAIL_REACH`] of the way from
+    /// their mean latency to `timeout`: a tail the timeout cuts.
+    fn tail_reaches(&self, timeout: f64) -> bool {
+        if self.ok == 0 {
+            return false;
+        }
+        let mean = self.ok_nanos / self.ok as f64;
+        self.reach >= mean + TAIL_REACH * (timeout - mean)
+    }
 }
 
 /// A return from a gift or a yield (see [`Ceiling::return_dropped`]):
@@ -3313,6 +3357,7 @@ mod tests {
             mean_rtt_nanos: rtt_ms * MS,
             mean_ok_rtt_nanos: if ok > 0 { rtt_ms * MS } else { 0.0 },
             min_rtt_nanos: rtt_ms * MS,
+            max_ok_rtt_nanos: if ok > 0 { rtt_ms * MS } else { 0.0 },
             rtt_floor_nanos: Some(rtt_ms * MS),
             rtt_average_nanos: Some(rtt_ms * MS),
         }
@@ -5610,6 +5655,16 @@ mod tests {
         waited(w, 200.0, 2000.0)
     }
 
+    /// Resting at 32 (a ceiling of 33 remembered) at a backend that drops,
+    /// behind a 2 s timeout, a background rate of 0.5 % learned.
+    fn resting_behind_2s() -> Ceiling {
+        Ceiling {
+            since_drop: 0,
+            drop_wait: 2e9,
+            ..resting(33, 0.005)
+        }
+    }
+
     #[test]
     fn ceiling_rests_at_what_was_served_when_its_timeouts_are_permits_the_backend_never_took() {
         // Resting at 32 (a ceiling of 33 remembered) behind a 2 s timeout,
@@ -5617,11 +5672,7 @@ mod tests {
         // second serve 30, two permits short, and one call a second timed
         // out — over the timeout's two windows, two permits held, as two
         // permits the backend never takes hold them.
-        let at_rest = || Ceiling {
-            since_drop: 0,
-            drop_wait: 2e9,
-            ..resting(33, 0.005)
-        };
+        let at_rest = resting_behind_2s;
         let mut law = at_rest();
         assert_eq!(law.next_limit(32, &timing_out(150, 1, 32)), 32);
         // A timeout's worth of windows: it sheds toward the 30 served, one
@@ -5697,6 +5748,36 @@ mod tests {
         };
         assert_eq!(after(40), 0);
         assert_eq!(after(32), 30);
+    }
+
+    #[test]
+    fn ceiling_reads_timeouts_as_a_tail_where_its_successes_reach_halfway_to_the_timeout() {
+        // As above: resting at 32 behind a 2 s timeout, 150 calls of 200 ms
+        // a second serve 30, and one call a second times out. Where some
+        // successes took 1.2 s, past halfway from their mean to the timeout
+        // (1.1 s), the timeouts are a heavy tail's, at any load: no permit
+        // is unfilled, and nothing is shed however long it lasts.
+        let at_rest = resting_behind_2s;
+        let reaching = |max_ms: f64| WindowSummary {
+            max_ok_rtt_nanos: max_ms * MS,
+            ..timing_out(150, 1, 32)
+        };
+        let mut tail = at_rest();
+        for _ in 0..6 {
+            assert_eq!(tail.next_limit(32, &reaching(1200.0)), 32);
+            assert_eq!(tail.shed_to, 0);
+        }
+        // One window of the span reaching that far is enough.
+        let mut once = at_rest();
+        once.next_limit(32, &reaching(1200.0));
+        once.next_limit(32, &reaching(300.0));
+        assert_eq!(once.shed_to, 0);
+        // Successes that stay short of halfway (1 s) leave the timeouts to
+        // permits the backend never took: shed toward the 30 served.
+        let mut short = at_rest();
+        short.next_limit(32, &reaching(1000.0));
+        short.next_limit(32, &reaching(1000.0));
+        assert_eq!(short.shed_to, 30);
     }
 
     #[test]

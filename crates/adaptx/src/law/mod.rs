@@ -92,6 +92,13 @@ pub struct WindowSummary {
     pub mean_ok_rtt_nanos: f64,
     /// Smallest latency sample of the window, in nanoseconds.
     pub min_rtt_nanos: f64,
+    /// Largest latency of the window's *successful* samples, in nanoseconds
+    /// (the limiter reads it from its latency histogram: within 0.8 %, and
+    /// never under the successes' mean); 0
+    /// when the window had none. How far a backend's successes reach toward
+    /// the client's timeout tells a heavy tail the timeout cuts from calls a
+    /// backend never answered.
+    pub max_ok_rtt_nanos: f64,
     /// The long-term floor latency (RTT_min): the lowest window mean of
     /// successful samples seen so far, this window included, drifted toward
     /// the average by the min-latency decay; `None` before any window with a
@@ -150,6 +157,7 @@ impl WindowSummary {
             mean_rtt_nanos: mean,
             mean_ok_rtt_nanos: if samples > failures { mean } else { 0.0 },
             min_rtt_nanos: mean,
+            max_ok_rtt_nanos: if samples > failures { mean } else { 0.0 },
             rtt_floor_nanos: None,
             rtt_average_nanos: None,
         })
@@ -197,6 +205,34 @@ impl WindowSummary {
             ));
         }
         self.min_rtt_nanos = min;
+        Ok(self)
+    }
+
+    /// The same window with `max_ok_rtt` as its successes' largest latency.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming `max_ok_rtt` when the window has no success
+    /// and `max_ok_rtt` is not zero, or when it is below the successes'
+    /// mean latency: no success can be slower than the slowest one. Set the
+    /// mean first ([`with_mean_ok_rtt`](WindowSummary::with_mean_ok_rtt)).
+    pub fn with_max_ok_rtt(mut self, max_ok_rtt: Duration) -> Result<Self, ConfigError> {
+        let max = duration_nanos(max_ok_rtt) as f64;
+        if self.samples == self.failures && max > 0.0 {
+            return Err(ConfigError::new(
+                "max_ok_rtt",
+                max_ok_rtt,
+                "0 when the window has no success",
+            ));
+        }
+        if max < self.mean_ok_rtt_nanos {
+            return Err(ConfigError::depending(
+                "max_ok_rtt",
+                max_ok_rtt,
+                format!("mean_ok_rtt ({}ns) ..", self.mean_ok_rtt_nanos),
+            ));
+        }
+        self.max_ok_rtt_nanos = max;
         Ok(self)
     }
 
@@ -340,6 +376,7 @@ pub(crate) fn test_window(
         mean_rtt_nanos: r,
         mean_ok_rtt_nanos: r,
         min_rtt_nanos: r,
+        max_ok_rtt_nanos: r,
         rtt_floor_nanos: floor,
         rtt_average_nanos: avg,
     }
