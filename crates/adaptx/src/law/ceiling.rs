@@ -1777,7 +1777,10 @@ impl Ceiling {
             .map_or(0, |_| w.stale_failures);
         let span = &mut self.unfilled;
         span.nanos = span.nanos.saturating_add(w.duration_nanos);
-        let ok = w.samples - w.failures - w.stale_failures;
+        let ok = w
+            .samples
+            .saturating_sub(w.failures)
+            .saturating_sub(w.stale_failures);
         span.ok += ok;
         span.ok_nanos += ok as f64 * w.mean_ok_rtt_nanos;
         span.reach = span.reach.max(w.max_ok_rtt_nanos);

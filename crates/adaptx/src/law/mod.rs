@@ -94,10 +94,9 @@ pub struct WindowSummary {
     pub min_rtt_nanos: f64,
     /// Largest latency of the window's *successful* samples, in nanoseconds
     /// (the limiter reads it from its latency histogram: within 0.8 %, and
-    /// never under the successes' mean); 0
-    /// when the window had none. How far a backend's successes reach toward
-    /// the client's timeout tells a heavy tail the timeout cuts from calls a
-    /// backend never answered.
+    /// never under the successes' mean); 0 when the window had none. How far
+    /// a backend's successes reach toward the client's timeout tells a heavy
+    /// tail the timeout cuts from calls a backend never answered.
     pub max_ok_rtt_nanos: f64,
     /// The long-term floor latency (RTT_min): the lowest window mean of
     /// successful samples seen so far, this window included, drifted toward
