@@ -50,6 +50,18 @@ const RUN_SIGNIFICANCE: f64 = 0.01;
 /// The background failure rate learns over about this many samples.
 const NOISE_SAMPLES: f64 = 1000.0;
 
+/// Before it has seen that many, the rate is what the windows taught, as if
+/// this many samples without a failure came first (a prior of no noise,
+/// which the evidence outweighs as it grows). The prior was the whole
+/// average's weight, 1000 samples: 1 % of random failures read as 0.5 % after
+/// 10 s at 70 calls a second, and as 0.1–0.4 % after two minutes at 30 (3 s
+/// calls), so that each lone failure at rest cut by a tenth: 0.45 of the
+/// best fixed limit with calls of 3 s (`scenarios/variants/slow-noise/`),
+/// and where a client timeout cuts a heavy tail
+/// (`scenarios/variants/tail-timeouts/`) worst seeds of 0.21–0.76 of it.
+/// Worth 300: 0.89, and worst seeds of 0.32–0.82.
+const NOISE_PRIOR_SAMPLES: f64 = 300.0;
+
 /// The windows below the resting level bound the background rate once they
 /// carry this much of the learning's weight (about 360 samples of 1000)...
 const NOISE_BELOW_WEIGHT: f64 = 0.3;
@@ -652,6 +664,11 @@ pub struct Ceiling {
     /// Background failure probability per sample (failures that come at any
     /// load: a flaky network), learned from every window...
     noise: f64,
+    /// ...from their failure fractions, decayed over [`NOISE_SAMPLES`], and
+    /// the weight those carry (`1 − keep` of all their samples; the rest is
+    /// [`NOISE_PRIOR_SAMPLES`]' prior).
+    noise_sum: f64,
+    noise_weight: f64,
     /// ...and from the windows below the lowest recent resting level alone
     /// (weighted sum and weight): noise fails there as often, a soft ceiling
     /// less.
@@ -794,6 +811,8 @@ impl Ceiling {
             served_at: 0,
             short_before: 0.0,
             noise: 0.0,
+            noise_sum: 0.0,
+            noise_weight: 0.0,
             noise_below: 0.0,
             noise_below_weight: 0.0,
             lowest_rest: usize::MAX,
@@ -1181,7 +1200,10 @@ impl Ceiling {
             return;
         }
         let keep = keep(samples);
-        self.noise = self.noise * keep + fraction * (1.0 - keep);
+        self.noise_sum = self.noise_sum * keep + fraction * (1.0 - keep);
+        self.noise_weight = self.noise_weight * keep + (1.0 - keep);
+        let prior = NOISE_PRIOR_SAMPLES / NOISE_SAMPLES;
+        self.noise = self.noise_sum / (self.noise_weight + prior * (1.0 - self.noise_weight));
         if below {
             self.noise_below = self.noise_below * keep + fraction * (1.0 - keep);
             self.noise_below_weight = self.noise_below_weight * keep + (1.0 - keep);
@@ -3435,6 +3457,8 @@ mod tests {
             rest: 100,
             yield_backoff: 16,
             noise,
+            noise_sum: noise,
+            noise_weight: 1.0,
             ..Ceiling::default()
         }
     }
@@ -3569,7 +3593,7 @@ mod tests {
         assert_eq!(law.phase, Phase::Known { ceiling: 90 });
         // Served measured since, below the failing limit, sets the cut again
         // (in a window where calls still failed, fewer than noise explains).
-        law.noise = 0.01;
+        (law.noise, law.noise_sum, law.noise_weight) = (0.01, 0.01, 1.0);
         assert_eq!(law.next_limit(81, &win(400, 1, 81, 50.0, 1000)), 85);
         assert_eq!(law.next_limit(85, &win(0, 1, 85, 50.0, 1)), 20);
         // The same when the limit bound what was served (50 of 50): failures
@@ -3591,6 +3615,8 @@ mod tests {
         let noisy = || Ceiling {
             phase: Phase::Known { ceiling: 21 },
             noise: 0.01,
+            noise_sum: 0.01,
+            noise_weight: 1.0,
             full_samples: 400,
             ..Ceiling::default()
         };
@@ -3620,6 +3646,8 @@ mod tests {
         // On a quiet backend one sign is believed.
         let mut law = Ceiling {
             noise: 0.0,
+            noise_sum: 0.0,
+            noise_weight: 1.0,
             ..noisy()
         };
         taken(&mut law);
@@ -3635,6 +3663,8 @@ mod tests {
         let noisy = || Ceiling {
             phase: Phase::Known { ceiling: 21 },
             noise: 0.01,
+            noise_sum: 0.01,
+            noise_weight: 1.0,
             full_samples: 400,
             ..Ceiling::default()
         };
@@ -3673,6 +3703,8 @@ mod tests {
         // On a quiet backend one failure is overload at once.
         let mut law = Ceiling {
             noise: 0.0,
+            noise_sum: 0.0,
+            noise_weight: 1.0,
             ..noisy()
         };
         assert!(law.next_limit(21, &early()) < 21);
@@ -3686,6 +3718,8 @@ mod tests {
         let fast = || Ceiling {
             phase: Phase::Explore { step: 16 },
             noise: 0.02,
+            noise_sum: 0.02,
+            noise_weight: 1.0,
             full_nanos: 50_000_000,
             ..Ceiling::default()
         };
@@ -3761,6 +3795,8 @@ mod tests {
         let mut law = Ceiling {
             phase: Phase::Explore { step: 16 },
             noise: 0.01,
+            noise_sum: 0.01,
+            noise_weight: 1.0,
             served: Some(50.0),
             served_at: 54,
             ..Ceiling::default()
@@ -3867,6 +3903,8 @@ mod tests {
         // Four are not: down to the 33 served.
         let noisy = || Ceiling {
             noise: 0.01,
+            noise_sum: 0.01,
+            noise_weight: 1.0,
             recent: Recent::after(40, 1_000_000_000),
             ..dropping()
         };
@@ -4130,6 +4168,8 @@ mod tests {
         // Measured in a window where something failed, 71 is the ceiling.
         let mut law = Ceiling {
             noise: 0.01,
+            noise_sum: 0.01,
+            noise_weight: 1.0,
             ..exploring()
         };
         assert_eq!(law.next_limit(80, &win(1420, 1, 80, 50.0, 1000)), 144);
@@ -4233,6 +4273,8 @@ mod tests {
         assert!(noisy().next_limit(20, &early()) < 20);
         let mut law = Ceiling {
             noise: 0.0,
+            noise_sum: 0.0,
+            noise_weight: 1.0,
             ..noisy()
         };
         assert_eq!(law.next_limit(20, &win(400, 0, 20, 50.0, 1000)), 20);
@@ -4618,6 +4660,8 @@ mod tests {
                 yielded: true,
                 yield_backoff: 1000,
                 noise,
+                noise_sum: noise,
+                noise_weight: 1.0,
                 ..Ceiling::default()
             };
             law.seed(3);
@@ -4912,6 +4956,8 @@ mod tests {
             let mut law = Ceiling {
                 phase: Phase::Known { ceiling },
                 noise,
+                noise_sum: noise,
+                noise_weight: 1.0,
                 ..Ceiling::default()
             };
             let mut seen = vec![ceiling];
@@ -5362,6 +5408,8 @@ mod tests {
         // A window with a failure in it (judged noise) proves nothing.
         let mut law = Ceiling {
             noise: 0.05,
+            noise_sum: 0.05,
+            noise_weight: 1.0,
             ..stale()
         };
         law.next_limit(34, &win(60, 1, 34, 550.0, 1000));
@@ -5370,6 +5418,8 @@ mod tests {
         // together (under noise, one closes on nearly every failure).
         let mut law = Ceiling {
             noise: 0.05,
+            noise_sum: 0.05,
+            noise_weight: 1.0,
             full_samples: 100,
             ..stale()
         };
@@ -5519,6 +5569,8 @@ mod tests {
         // judged at once (a significant one is an overload, judged before).
         let mut law = Ceiling {
             noise: 0.01,
+            noise_sum: 0.01,
+            noise_weight: 1.0,
             ..queued()
         };
         assert_eq!(law.next_limit(30, &slow(19, 1, 30, 1500.0)), 24);
@@ -5609,6 +5661,8 @@ mod tests {
         // A window closed on a failure is judged at once.
         let mut law = Ceiling {
             noise: 0.01,
+            noise_sum: 0.01,
+            noise_weight: 1.0,
             ..Ceiling::default()
         };
         assert_eq!(law.next_limit(15, &win(20, 1, 15, 3000.0, 1000)), 22);
@@ -6153,6 +6207,39 @@ mod tests {
         for window in 1..=50 {
             assert_eq!(law.next_limit(20, &noisy), 20, "window {window}");
         }
+    }
+
+    #[test]
+    fn ceiling_learns_the_background_rate_against_a_prior_of_300_clean_samples() {
+        // One failure in every 100 samples: after the first 100, read as if
+        // 300 clean samples came first (about 1 in 400); the windows' own
+        // rate as they outweigh the prior.
+        let mut law = Ceiling::default();
+        law.learn_noise(1, 100, false);
+        assert!((law.noise - 0.0026).abs() < 1e-4, "{}", law.noise);
+        for _ in 0..9 {
+            law.learn_noise(1, 100, false);
+        }
+        assert!((law.noise - 0.0085).abs() < 1e-4, "{}", law.noise);
+        for _ in 0..90 {
+            law.learn_noise(1, 100, false);
+        }
+        assert!((law.noise - 0.01).abs() < 1e-4, "{}", law.noise);
+        // Resting at 20 after 300 such samples (0.54 %), a window closed on
+        // its one failure after 15 calls is what noise makes (0.08
+        // expected, 7.8 %): held. With the prior worth the average's 1000
+        // samples, the rate read 0.26 %, and the same window was overload
+        // (3.8 %).
+        let mut law = Ceiling {
+            phase: Phase::Known { ceiling: 21 },
+            rest: 100,
+            full_samples: 400,
+            ..Ceiling::default()
+        };
+        for _ in 0..3 {
+            law.learn_noise(1, 100, false);
+        }
+        assert_eq!(law.next_limit(20, &win(14, 1, 20, 50.0, 40)), 20);
     }
 
     #[test]
