@@ -662,18 +662,12 @@ pub struct Ceiling {
     /// nothing failed in it, and that limit.
     share_before: Option<(f64, usize)>,
     /// Background failure probability per sample (failures that come at any
-    /// load: a flaky network), learned from every window...
-    noise: f64,
-    /// ...from their failure fractions, decayed over [`NOISE_SAMPLES`], and
-    /// the weight those carry (`1 − keep` of all their samples; the rest is
-    /// [`NOISE_PRIOR_SAMPLES`]' prior).
-    noise_sum: f64,
-    noise_weight: f64,
-    /// ...and from the windows below the lowest recent resting level alone
-    /// (weighted sum and weight): noise fails there as often, a soft ceiling
-    /// less.
-    noise_below: f64,
-    noise_below_weight: f64,
+    /// load: a flaky network), learned from every window (against
+    /// [`NOISE_PRIOR_SAMPLES`]' prior, see [`Ceiling::learned_noise`])...
+    noise: Decayed,
+    /// ...and from the windows below the lowest recent resting level alone:
+    /// noise fails there as often, a soft ceiling less.
+    noise_below: Decayed,
     /// That lowest recent resting level, and the windows since it was set.
     lowest_rest: usize,
     lowest_rest_age: u32,
@@ -810,11 +804,8 @@ impl Ceiling {
             served: None,
             served_at: 0,
             short_before: 0.0,
-            noise: 0.0,
-            noise_sum: 0.0,
-            noise_weight: 0.0,
-            noise_below: 0.0,
-            noise_below_weight: 0.0,
+            noise: Decayed::default(),
+            noise_below: Decayed::default(),
             lowest_rest: usize::MAX,
             lowest_rest_age: 0,
             rest_level: 0,
@@ -1101,11 +1092,17 @@ impl Ceiling {
     /// a window was never overload and the limit rested where a quarter of
     /// its calls failed.
     fn noise_rate(&self) -> f64 {
-        if self.noise_below_weight >= NOISE_BELOW_WEIGHT {
-            self.noise.min(self.noise_below / self.noise_below_weight)
+        if self.noise_below.weight >= NOISE_BELOW_WEIGHT {
+            self.learned_noise().min(self.noise_below.rate(0.0))
         } else {
-            self.noise
+            self.learned_noise()
         }
+    }
+
+    /// The rate every window taught, against a prior of
+    /// [`NOISE_PRIOR_SAMPLES`] samples without a failure.
+    fn learned_noise(&self) -> f64 {
+        self.noise.rate(NOISE_PRIOR_SAMPLES / NOISE_SAMPLES)
     }
 
     /// Notes a window at `limit`: at the resting level, and neither a gift's
@@ -1168,8 +1165,7 @@ impl Ceiling {
             // zero learned while the network was clean bound the noise that
             // began later, and each of its failures cut the limit further
             // (to a tenth of the capacity, for good).
-            self.noise_below = 0.0;
-            self.noise_below_weight = 0.0;
+            self.noise_below = Decayed::default();
         }
         if rest < self.lowest_rest || self.lowest_rest_age > NOISE_BELOW_WINDOWS {
             self.lowest_rest = rest;
@@ -1200,13 +1196,9 @@ impl Ceiling {
             return;
         }
         let keep = keep(samples);
-        self.noise_sum = self.noise_sum * keep + fraction * (1.0 - keep);
-        self.noise_weight = self.noise_weight * keep + (1.0 - keep);
-        let prior = NOISE_PRIOR_SAMPLES / NOISE_SAMPLES;
-        self.noise = self.noise_sum / (self.noise_weight + prior * (1.0 - self.noise_weight));
+        self.noise.fold(fraction, keep);
         if below {
-            self.noise_below = self.noise_below * keep + fraction * (1.0 - keep);
-            self.noise_below_weight = self.noise_below_weight * keep + (1.0 - keep);
+            self.noise_below.fold(fraction, keep);
         }
     }
 
@@ -1775,6 +1767,7 @@ impl Ceiling {
         &mut self,
         limit: usize,
         w: &WindowSummary,
+        ok: u64,
         timed_out: bool,
         measured: bool,
         late: Option<usize>,
@@ -1803,10 +1796,6 @@ impl Ceiling {
             .map_or(0, |_| w.stale_failures);
         let span = &mut self.unfilled;
         span.nanos = span.nanos.saturating_add(w.duration_nanos);
-        let ok = w
-            .samples
-            .saturating_sub(w.failures)
-            .saturating_sub(w.stale_failures);
         span.ok += ok;
         span.ok_nanos += ok as f64 * w.mean_ok_rtt_nanos;
         span.reach = span.reach.max(w.max_ok_rtt_nanos);
@@ -2448,7 +2437,8 @@ impl Ceiling {
                 self.returned = None;
             }
         }
-        self.note_in_force(limit, w);
+        let busy = utilized(limit, w.peak_in_flight, self.utilization);
+        self.note_in_force(limit, w, busy);
         let ok = w
             .samples
             .saturating_sub(w.failures)
@@ -2662,7 +2652,7 @@ impl Ceiling {
             }
             return next;
         }
-        if let Some(next) = self.unfilled(limit, w, timed_out, measured, late) {
+        if let Some(next) = self.unfilled(limit, w, ok, timed_out, measured, late) {
             return next;
         }
         if inconclusive && self.held() || excused {
@@ -2691,7 +2681,6 @@ impl Ceiling {
         if teaches && !(drain && self.overloads > 0 && self.late_from_last_window()) {
             self.learn_noise(all_failed, w.samples, below);
         }
-        let busy = utilized(limit, w.peak_in_flight, self.utilization);
         if w.failures == 0 && busy {
             // A full window: busy, and closed on time, not on a failure.
             self.full_samples = w.samples;
@@ -2766,7 +2755,7 @@ impl Ceiling {
 
     /// Notes that `limit` was in force for a window of `nanos`; a new limit
     /// starts its clock and slow start's pool again.
-    fn note_in_force(&mut self, limit: usize, w: &WindowSummary) {
+    fn note_in_force(&mut self, limit: usize, w: &WindowSummary, busy: bool) {
         if limit != self.in_force {
             self.in_force = limit;
             self.awaiting = 0;
@@ -2776,7 +2765,7 @@ impl Ceiling {
             self.slow_start_pool = LatencyPool::default();
         }
         self.in_force_nanos = self.in_force_nanos.saturating_add(w.duration_nanos);
-        if utilized(limit, w.peak_in_flight, self.utilization) {
+        if busy {
             self.full_nanos = self.full_nanos.max(w.duration_nanos);
         }
         self.in_force_failures = self.in_force_failures.saturating_add(w.failures);
@@ -3384,11 +3373,43 @@ impl Tally {
     }
 }
 
+/// A failure rate decayed over about [`NOISE_SAMPLES`] samples: the
+/// windows' failure fractions, each weighted `1 − keep` of its samples, and
+/// the weight they carry together (1 once they outweigh everything).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Decayed {
+    sum: f64,
+    weight: f64,
+}
+
+impl Decayed {
+    /// Folds in a window's failure `fraction`, kept `keep` of the rest.
+    fn fold(&mut self, fraction: f64, keep: f64) {
+        self.sum = self.sum * keep + fraction * (1.0 - keep);
+        self.weight = self.weight * keep + (1.0 - keep);
+    }
+
+    /// The rate, as if a rate of 0 weighing `prior` (a share of
+    /// [`NOISE_SAMPLES`]) came first; 0 before anything, where `prior` is 0.
+    fn rate(&self, prior: f64) -> f64 {
+        let weight = self.weight + prior * (1.0 - self.weight);
+        if weight > 0.0 { self.sum / weight } else { 0.0 }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MS: f64 = 1e6;
+
+    /// A background rate learned in full.
+    fn learned(rate: f64) -> Decayed {
+        Decayed {
+            sum: rate,
+            weight: 1.0,
+        }
+    }
 
     /// A window of `ok` successes of `rtt_ms` and `failures` fresh failures,
     /// `duration_ms` long, with `peak` in flight.
@@ -3456,9 +3477,7 @@ mod tests {
             phase: Phase::Known { ceiling },
             rest: 100,
             yield_backoff: 16,
-            noise,
-            noise_sum: noise,
-            noise_weight: 1.0,
+            noise: learned(noise),
             ..Ceiling::default()
         }
     }
@@ -3593,7 +3612,7 @@ mod tests {
         assert_eq!(law.phase, Phase::Known { ceiling: 90 });
         // Served measured since, below the failing limit, sets the cut again
         // (in a window where calls still failed, fewer than noise explains).
-        (law.noise, law.noise_sum, law.noise_weight) = (0.01, 0.01, 1.0);
+        law.noise = learned(0.01);
         assert_eq!(law.next_limit(81, &win(400, 1, 81, 50.0, 1000)), 85);
         assert_eq!(law.next_limit(85, &win(0, 1, 85, 50.0, 1)), 20);
         // The same when the limit bound what was served (50 of 50): failures
@@ -3614,9 +3633,7 @@ mod tests {
         // window holds 400: four noise failures expected per window.
         let noisy = || Ceiling {
             phase: Phase::Known { ceiling: 21 },
-            noise: 0.01,
-            noise_sum: 0.01,
-            noise_weight: 1.0,
+            noise: learned(0.01),
             full_samples: 400,
             ..Ceiling::default()
         };
@@ -3645,9 +3662,7 @@ mod tests {
         assert!(!law.neighbour());
         // On a quiet backend one sign is believed.
         let mut law = Ceiling {
-            noise: 0.0,
-            noise_sum: 0.0,
-            noise_weight: 1.0,
+            noise: learned(0.0),
             ..noisy()
         };
         taken(&mut law);
@@ -3662,9 +3677,7 @@ mod tests {
         // 0.1 expected, one or more 9.5 % of the time — not significant.
         let noisy = || Ceiling {
             phase: Phase::Known { ceiling: 21 },
-            noise: 0.01,
-            noise_sum: 0.01,
-            noise_weight: 1.0,
+            noise: learned(0.01),
             full_samples: 400,
             ..Ceiling::default()
         };
@@ -3702,9 +3715,7 @@ mod tests {
         assert_eq!(law.next_limit(41, &win(9, 1, 41, 50.0, 12)), 41);
         // On a quiet backend one failure is overload at once.
         let mut law = Ceiling {
-            noise: 0.0,
-            noise_sum: 0.0,
-            noise_weight: 1.0,
+            noise: learned(0.0),
             ..noisy()
         };
         assert!(law.next_limit(21, &early()) < 21);
@@ -3717,9 +3728,7 @@ mod tests {
         // longest busy window ran 50 ms.
         let fast = || Ceiling {
             phase: Phase::Explore { step: 16 },
-            noise: 0.02,
-            noise_sum: 0.02,
-            noise_weight: 1.0,
+            noise: learned(0.02),
             full_nanos: 50_000_000,
             ..Ceiling::default()
         };
@@ -3794,9 +3803,7 @@ mod tests {
         // it after 6 calls: 0.06 expected, not significant).
         let mut law = Ceiling {
             phase: Phase::Explore { step: 16 },
-            noise: 0.01,
-            noise_sum: 0.01,
-            noise_weight: 1.0,
+            noise: learned(0.01),
             served: Some(50.0),
             served_at: 54,
             ..Ceiling::default()
@@ -3902,9 +3909,7 @@ mod tests {
         // of noise fails of 40 calls more than one time in twenty: no cut.
         // Four are not: down to the 33 served.
         let noisy = || Ceiling {
-            noise: 0.01,
-            noise_sum: 0.01,
-            noise_weight: 1.0,
+            noise: learned(0.01),
             recent: Recent::after(40, 1_000_000_000),
             ..dropping()
         };
@@ -4167,9 +4172,7 @@ mod tests {
         assert_eq!(law.next_limit(144, &win(0, 1, 144, 50.0, 2)), 143);
         // Measured in a window where something failed, 71 is the ceiling.
         let mut law = Ceiling {
-            noise: 0.01,
-            noise_sum: 0.01,
-            noise_weight: 1.0,
+            noise: learned(0.01),
             ..exploring()
         };
         assert_eq!(law.next_limit(80, &win(1420, 1, 80, 50.0, 1000)), 144);
@@ -4272,9 +4275,7 @@ mod tests {
         // or on a quiet backend, the failure is overload at once.
         assert!(noisy().next_limit(20, &early()) < 20);
         let mut law = Ceiling {
-            noise: 0.0,
-            noise_sum: 0.0,
-            noise_weight: 1.0,
+            noise: learned(0.0),
             ..noisy()
         };
         assert_eq!(law.next_limit(20, &win(400, 0, 20, 50.0, 1000)), 20);
@@ -4296,7 +4297,10 @@ mod tests {
     /// nothing.
     fn quiet_below(law: Ceiling) -> Ceiling {
         Ceiling {
-            noise_below_weight: 1.0,
+            noise_below: Decayed {
+                sum: 0.0,
+                weight: 1.0,
+            },
             ..law
         }
     }
@@ -4367,14 +4371,14 @@ mod tests {
         for _ in 0..20 {
             assert_eq!(law.next_limit(31, &failing_after(39, 50.0, 31)), 30);
         }
-        assert_eq!(law.noise, 0.0);
+        assert_eq!(law.learned_noise(), 0.0);
         // Nor does slow start's overshoot teach one.
         let mut start = Ceiling::default();
         start.next_limit(30, &failing_after(39, 50.0, 30));
-        assert_eq!(start.noise, 0.0);
+        assert_eq!(start.learned_noise(), 0.0);
         // A failure at the resting level is background.
         law.next_limit(30, &failing_after(99, 50.0, 30));
-        assert!(law.noise > 0.0);
+        assert!(law.learned_noise() > 0.0);
     }
 
     /// A quiet law that accepted 21 past a soft ceiling's onset at 20,
@@ -4659,9 +4663,7 @@ mod tests {
                 },
                 yielded: true,
                 yield_backoff: 1000,
-                noise,
-                noise_sum: noise,
-                noise_weight: 1.0,
+                noise: learned(noise),
                 ..Ceiling::default()
             };
             law.seed(3);
@@ -4955,9 +4957,7 @@ mod tests {
         let climb_with = |ceiling: usize, windows: usize, noise: f64| {
             let mut law = Ceiling {
                 phase: Phase::Known { ceiling },
-                noise,
-                noise_sum: noise,
-                noise_weight: 1.0,
+                noise: learned(noise),
                 ..Ceiling::default()
             };
             let mut seen = vec![ceiling];
@@ -5015,7 +5015,10 @@ mod tests {
         // window of 420 counts, one learned long ago and decayed to nothing
         // does not.
         for (noise, sign) in [(5e-4, false), (1e-12, true)] {
-            let mut law = Ceiling { noise, ..known() };
+            let mut law = Ceiling {
+                noise: learned(noise),
+                ..known()
+            };
             assert_eq!(law.next_limit(21, &full(21)), 22);
             law.next_limit(22, &win(2, 1, 22, 50.0, 3));
             assert_eq!(law.neighbour(), sign, "noise {noise}");
@@ -5407,9 +5410,7 @@ mod tests {
         assert_eq!(law.next_limit(42, &win(0, 1, 42, 550.0, 2)), 37);
         // A window with a failure in it (judged noise) proves nothing.
         let mut law = Ceiling {
-            noise: 0.05,
-            noise_sum: 0.05,
-            noise_weight: 1.0,
+            noise: learned(0.05),
             ..stale()
         };
         law.next_limit(34, &win(60, 1, 34, 550.0, 1000));
@@ -5417,9 +5418,7 @@ mod tests {
         // Unless the windows at the limit have sampled a full window
         // together (under noise, one closes on nearly every failure).
         let mut law = Ceiling {
-            noise: 0.05,
-            noise_sum: 0.05,
-            noise_weight: 1.0,
+            noise: learned(0.05),
             full_samples: 100,
             ..stale()
         };
@@ -5568,9 +5567,7 @@ mod tests {
         // A window closed on a failure the background rate explains is
         // judged at once (a significant one is an overload, judged before).
         let mut law = Ceiling {
-            noise: 0.01,
-            noise_sum: 0.01,
-            noise_weight: 1.0,
+            noise: learned(0.01),
             ..queued()
         };
         assert_eq!(law.next_limit(30, &slow(19, 1, 30, 1500.0)), 24);
@@ -5660,9 +5657,7 @@ mod tests {
         assert_eq!(law.next_limit(15, &win(3, 0, 15, 3000.0, 1000)), 22);
         // A window closed on a failure is judged at once.
         let mut law = Ceiling {
-            noise: 0.01,
-            noise_sum: 0.01,
-            noise_weight: 1.0,
+            noise: learned(0.01),
             ..Ceiling::default()
         };
         assert_eq!(law.next_limit(15, &win(20, 1, 15, 3000.0, 1000)), 22);
@@ -6215,16 +6210,30 @@ mod tests {
         // 300 clean samples came first (about 1 in 400); the windows' own
         // rate as they outweigh the prior.
         let mut law = Ceiling::default();
+        assert_eq!(law.learned_noise(), 0.0);
+        assert_eq!(law.noise_below.rate(0.0), 0.0, "nothing learned, no prior");
         law.learn_noise(1, 100, false);
-        assert!((law.noise - 0.0026).abs() < 1e-4, "{}", law.noise);
+        assert!(
+            (law.learned_noise() - 0.0026).abs() < 1e-4,
+            "{}",
+            law.learned_noise()
+        );
         for _ in 0..9 {
             law.learn_noise(1, 100, false);
         }
-        assert!((law.noise - 0.0085).abs() < 1e-4, "{}", law.noise);
+        assert!(
+            (law.learned_noise() - 0.0085).abs() < 1e-4,
+            "{}",
+            law.learned_noise()
+        );
         for _ in 0..90 {
             law.learn_noise(1, 100, false);
         }
-        assert!((law.noise - 0.01).abs() < 1e-4, "{}", law.noise);
+        assert!(
+            (law.learned_noise() - 0.01).abs() < 1e-4,
+            "{}",
+            law.learned_noise()
+        );
         // Resting at 20 after 300 such samples (0.54 %), a window closed on
         // its one failure after 15 calls is what noise makes (0.08
         // expected, 7.8 %): held. With the prior worth the average's 1000
@@ -6250,7 +6259,7 @@ mod tests {
             let mut law = resting(2, 0.0);
             law.next_limit(1, &win(full, 0, 1, 50.0, 1000));
             law.next_limit(1, &win(11, 1, 1, 50.0, 600));
-            law.noise
+            law.learned_noise()
         };
         // One in 12 is at most two of a full window's 18: learned.
         let learned = at_one(18);
@@ -6276,7 +6285,11 @@ mod tests {
             for _ in 0..40 {
                 law.learn_noise(3, 100, false);
             }
-            assert!((law.noise - 0.03).abs() < 0.001, "{}", law.noise);
+            assert!(
+                (law.learned_noise() - 0.03).abs() < 0.001,
+                "{}",
+                law.learned_noise()
+            );
             law
         };
         // One failure in 50 samples (a window too short to measure what
@@ -6309,9 +6322,9 @@ mod tests {
         // Windows below the resting level teach it; windows at rest do not.
         let mut law = fresh();
         law.next_limit(30, &win(100, 0, 30, 50.0, 280));
-        assert_eq!(law.noise_below_weight, 0.0);
+        assert_eq!(law.noise_below.weight, 0.0);
         law.next_limit(27, &win(100, 0, 27, 50.0, 280));
-        assert!(law.noise_below_weight > 0.09, "{}", law.noise_below_weight);
+        assert!(law.noise_below.weight > 0.09, "{}", law.noise_below.weight);
         // Below the lowest resting level of the last 200 windows, not the
         // current one: a limit that crept up a soft ceiling from 25 to 30
         // learns nothing from 28, where it failed almost as much.
@@ -6319,9 +6332,9 @@ mod tests {
         law.next_limit(25, &win(100, 0, 25, 50.0, 280));
         law.phase = Phase::Known { ceiling: 31 };
         law.next_limit(28, &win(100, 0, 28, 50.0, 280));
-        assert_eq!(law.noise_below_weight, 0.0);
+        assert_eq!(law.noise_below.weight, 0.0);
         law.next_limit(24, &win(100, 0, 24, 50.0, 280));
-        assert!(law.noise_below_weight > 0.09);
+        assert!(law.noise_below.weight > 0.09);
         // A new lowest resting level forgets what the windows below the old
         // one said: a clean past does not bound noise that began later.
         let mut law = resting(31, 0.0);
@@ -6329,11 +6342,11 @@ mod tests {
         for _ in 0..5 {
             law.next_limit(27, &win(100, 0, 27, 50.0, 280));
         }
-        assert!(law.noise_below_weight >= NOISE_BELOW_WEIGHT);
+        assert!(law.noise_below.weight >= NOISE_BELOW_WEIGHT);
         law.phase = Phase::Known { ceiling: 25 };
         law.next_limit(24, &win(100, 0, 24, 50.0, 280));
         assert_eq!(law.lowest_rest, 24);
-        assert_eq!((law.noise_below, law.noise_below_weight), (0.0, 0.0));
+        assert_eq!(law.noise_below, Decayed::default());
         // After 200 windows the reference restarts where the limit rests.
         let mut law = resting(26, 0.0);
         law.next_limit(25, &win(100, 0, 25, 50.0, 280));
@@ -6343,7 +6356,7 @@ mod tests {
         }
         assert_eq!(law.lowest_rest, 30);
         law.next_limit(28, &win(100, 0, 28, 50.0, 280));
-        assert!(law.noise_below_weight > 0.09);
+        assert!(law.noise_below.weight > 0.09);
     }
 
     #[test]
@@ -6382,7 +6395,11 @@ mod tests {
         for _ in 0..20 {
             law.learn_noise(4, 400, false);
         }
-        assert!((law.noise - 0.01).abs() < 0.001, "{}", law.noise);
+        assert!(
+            (law.learned_noise() - 0.01).abs() < 0.001,
+            "{}",
+            law.learned_noise()
+        );
         // One failure in 100 samples is what 1 % noise makes: not overload,
         // the limit holds at its resting level.
         assert!(!law.significant(1, 100));
@@ -6392,9 +6409,9 @@ mod tests {
         // Nor are 8 in 100 (P(F ≥ 8 | μ = 1) ≈ 1e-5).
         assert!(law.significant(8, 100));
         // Overload windows teach the background rate nothing.
-        let before = law.noise;
+        let before = law.learned_noise();
         law.learn_noise(50, 100, false);
-        assert_eq!(law.noise, before);
+        assert_eq!(law.learned_noise(), before);
     }
 
     #[test]
@@ -6583,7 +6600,7 @@ mod tests {
         assert_eq!(law.phase, Phase::Known { ceiling: 21 });
         law.reset();
         assert_eq!(law.phase, Phase::SlowStart);
-        assert_eq!(law.noise, 0.0);
+        assert_eq!(law.learned_noise(), 0.0);
         assert!(law.reacts_to_first_failure());
     }
 }
